@@ -1,0 +1,42 @@
+// Command nodelet is a Kubernetes node agent: a drop-in kubelet. It takes the
+// upstream kubelet's flags and KubeletConfiguration file.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/config"
+	"github.com/nodelet/nodelet/internal/nodelet"
+)
+
+func main() {
+	opts, err := config.Parse(os.Args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
+		os.Exit(2)
+	}
+	defer klog.Flush()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	if opts.KubeconfigPath != "" {
+		klog.InfoS("--kubeconfig is set but cluster mode is not implemented yet; running standalone", "kubeconfig", opts.KubeconfigPath)
+	}
+	if err := nodelet.New(opts).Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		klog.ErrorS(err, "nodelet failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.InfoS("nodelet stopped; pods keep running")
+}

@@ -1,0 +1,31 @@
+# shellcheck shell=bash
+# Common settings for the harness scripts. Sourced, never run.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STACK_DIR="${STACK_DIR:-$REPO_ROOT/.stack}"
+REGISTRY_ADDR="${REGISTRY_ADDR:-127.0.0.1:35000}"
+# The CNI bridge and its subnet. The bridge's gateway address doubles as a
+# non-loopback node IP for agents running on this machine.
+CNI_BRIDGE="${CNI_BRIDGE:-nodelet0}"
+CNI_SUBNET="${CNI_SUBNET:-10.88.0.0/16}"
+CNI_GATEWAY="${CNI_GATEWAY:-10.88.0.1}"
+PAUSE_IMAGE="registry.k8s.io/pause:3.10"
+BUSYBOX_IMAGE="docker.io/library/busybox:1.36"
+
+CONTAINERD_DIR="$STACK_DIR/containerd"
+CONTAINERD_SOCK="$CONTAINERD_DIR/containerd.sock"
+CONTAINERD_PID="$CONTAINERD_DIR/containerd.pid"
+REGISTRY_PID="$STACK_DIR/registry/registry.pid"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+need_root() { [ "$(id -u)" = 0 ] || die "the harness must run as root (it starts containerd and sets up networking)"; }
+
+# pid_alive FILE: true if FILE names a running process.
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# Go settings shared by every build in the harness.
+export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+export PATH="/usr/local/go/bin:$PATH"

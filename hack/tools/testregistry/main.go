@@ -1,0 +1,227 @@
+// Command testregistry serves the test images from an in-process OCI registry
+// on a loopback address, so that image pulls in tests are real pulls without
+// any network. It builds the images at start (from a static pause binary and
+// Debian's busybox-static) and pushes them into itself under the repository
+// paths their real names map to through containerd's hosts.toml mirrors:
+//
+//	registry.k8s.io/pause:3.10        -> <addr>/pause:3.10
+//	docker.io/library/busybox:1.36    -> <addr>/library/busybox:1.36 (and :latest)
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:35000", "loopback address to serve on")
+	pausePath := flag.String("pause", "", "static pause binary to package as registry.k8s.io/pause:3.10")
+	busyboxPath := flag.String("busybox", "/bin/busybox", "static busybox binary to package as docker.io/library/busybox:1.36")
+	readyFile := flag.String("ready-file", "", "file written once every image is pushed")
+	flag.Parse()
+
+	if err := run(*addr, *pausePath, *busyboxPath, *readyFile); err != nil {
+		log.Fatalf("testregistry: %v", err)
+	}
+}
+
+func run(addr, pausePath, busyboxPath, readyFile string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("refusing to serve on %q: only loopback addresses are allowed", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Fatalf("testregistry: serve: %v", err)
+		}
+	}()
+
+	images, err := buildImages(pausePath, busyboxPath)
+	if err != nil {
+		return err
+	}
+	for _, img := range images {
+		for _, tag := range img.tags {
+			ref, err := name.ParseReference(addr+"/"+tag, name.Insecure)
+			if err != nil {
+				return err
+			}
+			if err := remote.Write(ref, img.image); err != nil {
+				return fmt.Errorf("push %s: %w", ref, err)
+			}
+			log.Printf("testregistry: pushed %s", ref)
+		}
+	}
+	if readyFile != "" {
+		if err := os.WriteFile(readyFile, []byte(addr+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	log.Printf("testregistry: serving on %s", addr)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}
+
+type testImage struct {
+	tags  []string
+	image v1.Image
+}
+
+func buildImages(pausePath, busyboxPath string) ([]testImage, error) {
+	var out []testImage
+	if pausePath != "" {
+		bin, err := os.ReadFile(pausePath)
+		if err != nil {
+			return nil, err
+		}
+		img, err := newImage([]entry{{name: "pause", mode: 0o755, data: bin}},
+			v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, testImage{tags: []string{"pause:3.10"}, image: img})
+	}
+	bb, err := busyboxImage(busyboxPath)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, testImage{tags: []string{"library/busybox:1.36", "library/busybox:latest"}, image: bb})
+	return out, nil
+}
+
+func busyboxImage(path string) (v1.Image, error) {
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	list, err := exec.Command(path, "--list-full").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --list-full: %w", path, err)
+	}
+	entries := []entry{
+		{name: "bin/", mode: 0o755},
+		{name: "bin/busybox", mode: 0o755, data: bin},
+		{name: "etc/", mode: 0o755},
+		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n")},
+		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnogroup:x:65534:\n")},
+		{name: "root/", mode: 0o700},
+		{name: "tmp/", mode: 0o1777},
+		{name: "home/", mode: 0o755},
+		{name: "usr/", mode: 0o755},
+		{name: "usr/bin/", mode: 0o755},
+		{name: "usr/sbin/", mode: 0o755},
+		{name: "sbin/", mode: 0o755},
+		{name: "var/", mode: 0o755},
+	}
+	var links []string
+	for _, l := range strings.Split(strings.TrimSpace(string(list)), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || l == "bin/busybox" {
+			continue
+		}
+		links = append(links, l)
+	}
+	sort.Strings(links)
+	for _, l := range links {
+		entries = append(entries, entry{name: l, link: "/bin/busybox"})
+	}
+	return newImage(entries, v1.Config{
+		Cmd: []string{"sh"},
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	})
+}
+
+type entry struct {
+	name string
+	mode int64
+	data []byte
+	link string // symlink target, if any
+}
+
+func newImage(entries []entry, cfg v1.Config) (v1.Image, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	epoch := time.Unix(0, 0)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: epoch, Format: tar.FormatPAX}
+		switch {
+		case e.link != "":
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, e.link, 0o777
+		case strings.HasSuffix(e.name, "/"):
+			h.Typeflag = tar.TypeDir
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(e.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layerBytes := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config = cfg
+	return mutate.ConfigFile(img, cf)
+}

@@ -1,0 +1,331 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// Options is everything nodelet is started with: the flags that are not part
+// of the KubeletConfiguration, and the resolved configuration itself.
+type Options struct {
+	// ConfigFile is the path given with --config, if any.
+	ConfigFile string
+	// KubeconfigPath is --kubeconfig; empty means standalone mode.
+	KubeconfigPath string
+	// HostnameOverride is --hostname-override.
+	HostnameOverride string
+	// NodeName is the name this node goes by: the hostname override or the
+	// machine's hostname, lower-cased.
+	NodeName string
+	// RootDir is --root-dir, where pod directories live.
+	RootDir string
+	// NodeIP is --node-ip.
+	NodeIP string
+
+	Config kubeletv1beta1.KubeletConfiguration
+}
+
+const (
+	DefaultRootDir                  = "/var/lib/kubelet"
+	DefaultContainerRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
+	DefaultPodLogsDir               = "/var/log/pods"
+)
+
+// Parse reads the command line and, when --config names one, the
+// KubeletConfiguration file. Values given as flags win over the file.
+func Parse(args []string) (*Options, error) {
+	// First pass: only to learn --config, on a scratch copy.
+	scratch := newOptions()
+	fs := scratch.flagSet()
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o := newOptions()
+	if scratch.ConfigFile != "" {
+		cfg, err := LoadFile(scratch.ConfigFile)
+		if err != nil {
+			return nil, err
+		}
+		o.Config = *cfg
+	}
+	// Second pass: flags registered with the file's values as their defaults,
+	// so only flags actually given override the file.
+	fs = o.flagSet()
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := o.complete(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func newOptions() *Options {
+	o := &Options{RootDir: DefaultRootDir}
+	SetDefaults(&o.Config)
+	return o
+}
+
+// flagSet binds the upstream kubelet's flag names to o. Every flag's default
+// is the value o already holds.
+func (o *Options) flagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("nodelet", pflag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	c := &o.Config
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Path to a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file. Flags override its values.")
+	fs.StringVar(&o.KubeconfigPath, "kubeconfig", o.KubeconfigPath, "Path to a kubeconfig for the API server. Empty runs standalone (static pods only).")
+	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "The name of this node, instead of the hostname.")
+	fs.StringVar(&o.RootDir, "root-dir", o.RootDir, "Directory for nodelet's files (pod directories).")
+	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "IP address of the node.")
+
+	fs.StringVar(&c.StaticPodPath, "pod-manifest-path", c.StaticPodPath, "Directory of static pod manifests.")
+	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "The CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock.")
+	fs.StringVar(&c.ImageServiceEndpoint, "image-service-endpoint", c.ImageServiceEndpoint, "The CRI image service endpoint; defaults to the runtime endpoint.")
+	fs.DurationVar(&c.SyncFrequency.Duration, "sync-frequency", c.SyncFrequency.Duration, "Maximum period between synchronizing running containers.")
+	fs.DurationVar(&c.FileCheckFrequency.Duration, "file-check-frequency", c.FileCheckFrequency.Duration, "Period of re-reading the static pod directory.")
+	fs.Int32Var(c.HealthzPort, "healthz-port", *c.HealthzPort, "Port of the plain-http healthz endpoint; 0 disables it.")
+	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "Address of the healthz endpoint.")
+	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "Number of pods that can run on this node.")
+	fs.StringVar(c.ResolverConfig, "resolv-conf", *c.ResolverConfig, "Resolver configuration file used as the basis for pod DNS.")
+	fs.BoolVar(c.SerializeImagePulls, "serialize-image-pulls", *c.SerializeImagePulls, "Pull images one at a time.")
+	fs.DurationVar(&c.RuntimeRequestTimeout.Duration, "runtime-request-timeout", c.RuntimeRequestTimeout.Duration, "Timeout of runtime requests other than long-running ones (pull, logs, exec, attach).")
+	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "Cluster domain for pod DNS search paths.")
+	fs.StringSliceVar(&c.ClusterDNS, "cluster-dns", c.ClusterDNS, "Comma-separated DNS server IPs for pods with dnsPolicy ClusterFirst.")
+	fs.Var(&durationFlag{&c.NodeStatusUpdateFrequency.Duration}, "node-status-update-frequency", "How often the node status is computed.")
+	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd.")
+	fs.BoolVar(c.CgroupsPerQOS, "cgroups-per-qos", *c.CgroupsPerQOS, "Create the QoS cgroup hierarchy.")
+	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "Root cgroup for pods.")
+	fs.BoolVar(c.FailCgroupV1, "fail-cgroupv1", *c.FailCgroupV1, "Refuse to start on cgroup v1 (ignored by nodelet, which supports v1).")
+	// Deprecated upstream flags accepted for compatibility.
+	var ignored string
+	fs.StringVar(&ignored, "pod-infra-container-image", "", "Ignored: the runtime's sandbox image is used.")
+	_ = fs.MarkDeprecated("pod-infra-container-image", "the sandbox image is configured in the container runtime")
+
+	klogFlags := klogFlagSet()
+	fs.AddGoFlagSet(klogFlags)
+	return fs
+}
+
+// durationFlag is a flag.Value over a time.Duration held in a config struct.
+type durationFlag struct{ d *time.Duration }
+
+func (f *durationFlag) String() string {
+	if f.d == nil {
+		return "0s"
+	}
+	return f.d.String()
+}
+func (f *durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+func (f *durationFlag) Type() string { return "duration" }
+
+func (o *Options) complete() error {
+	name := o.HostnameOverride
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("hostname: %w", err)
+		}
+		name = h
+	}
+	o.NodeName = strings.ToLower(strings.TrimSpace(name))
+	if o.Config.ImageServiceEndpoint == "" {
+		o.Config.ImageServiceEndpoint = o.Config.ContainerRuntimeEndpoint
+	}
+	return Validate(&o.Config)
+}
+
+// LoadFile reads a KubeletConfiguration file and defaults it. Unknown or
+// duplicate fields are a warning, not an error, as upstream.
+func LoadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read kubelet config file: %w", err)
+	}
+	cfg := &kubeletv1beta1.KubeletConfiguration{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		cfg = &kubeletv1beta1.KubeletConfiguration{}
+		if lerr := yaml.Unmarshal(data, cfg); lerr != nil {
+			return nil, fmt.Errorf("kubelet config file %s: %w", path, lerr)
+		}
+		klog.InfoS("Warning: kubelet config file has fields nodelet does not know; they are ignored", "path", path, "err", err)
+	}
+	if cfg.Kind != "KubeletConfiguration" || cfg.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() {
+		return nil, fmt.Errorf("kubelet config file %s: want kind KubeletConfiguration, apiVersion %s; got kind %q, apiVersion %q",
+			path, kubeletv1beta1.SchemeGroupVersion, cfg.Kind, cfg.APIVersion)
+	}
+	SetDefaults(cfg)
+	return cfg, nil
+}
+
+// SetDefaults fills the fields nodelet uses with the upstream kubelet's
+// v1beta1 defaults.
+func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
+	c.APIVersion = kubeletv1beta1.SchemeGroupVersion.String()
+	c.Kind = "KubeletConfiguration"
+	defDuration(&c.SyncFrequency, time.Minute)
+	defDuration(&c.FileCheckFrequency, 20*time.Second)
+	defDuration(&c.HTTPCheckFrequency, 20*time.Second)
+	defDuration(&c.RuntimeRequestTimeout, 2*time.Minute)
+	defDuration(&c.NodeStatusUpdateFrequency, 10*time.Second)
+	defDuration(&c.NodeStatusReportFrequency, 5*time.Minute)
+	defDuration(&c.ImageMinimumGCAge, 2*time.Minute)
+	defDuration(&c.StreamingConnectionIdleTimeout, 4*time.Hour)
+	defDuration(&c.EvictionPressureTransitionPeriod, 5*time.Minute)
+	if c.CPUCFSQuotaPeriod == nil {
+		c.CPUCFSQuotaPeriod = &metav1.Duration{Duration: 100 * time.Millisecond}
+	}
+	if c.ContainerLogMonitorInterval == nil {
+		c.ContainerLogMonitorInterval = &metav1.Duration{Duration: 10 * time.Second}
+	}
+	if c.Address == "" {
+		c.Address = "0.0.0.0"
+	}
+	if c.Port == 0 {
+		c.Port = 10250
+	}
+	if c.HealthzPort == nil {
+		c.HealthzPort = ptr.To[int32](10248)
+	}
+	if c.HealthzBindAddress == "" {
+		c.HealthzBindAddress = "127.0.0.1"
+	}
+	if c.ContainerRuntimeEndpoint == "" {
+		c.ContainerRuntimeEndpoint = DefaultContainerRuntimeEndpoint
+	}
+	if c.PodLogsDir == "" {
+		c.PodLogsDir = DefaultPodLogsDir
+	}
+	if c.MaxPods == 0 {
+		c.MaxPods = 110
+	}
+	if c.PodPidsLimit == nil {
+		c.PodPidsLimit = ptr.To[int64](-1)
+	}
+	if c.ResolverConfig == nil {
+		c.ResolverConfig = ptr.To("/etc/resolv.conf")
+	}
+	if c.SerializeImagePulls == nil {
+		c.SerializeImagePulls = ptr.To(c.MaxParallelImagePulls == nil || *c.MaxParallelImagePulls <= 1)
+	}
+	if c.RegistryPullQPS == nil {
+		c.RegistryPullQPS = ptr.To[int32](5)
+	}
+	if c.RegistryBurst == 0 {
+		c.RegistryBurst = 10
+	}
+	if c.EventRecordQPS == nil {
+		c.EventRecordQPS = ptr.To[int32](50)
+	}
+	if c.EventBurst == 0 {
+		c.EventBurst = 100
+	}
+	if c.KubeAPIQPS == nil {
+		c.KubeAPIQPS = ptr.To[int32](50)
+	}
+	if c.KubeAPIBurst == 0 {
+		c.KubeAPIBurst = 100
+	}
+	if c.NodeLeaseDurationSeconds == 0 {
+		c.NodeLeaseDurationSeconds = 40
+	}
+	if c.CgroupsPerQOS == nil {
+		c.CgroupsPerQOS = ptr.To(true)
+	}
+	if c.CgroupDriver == "" {
+		c.CgroupDriver = "cgroupfs"
+	}
+	if c.FailCgroupV1 == nil {
+		c.FailCgroupV1 = ptr.To(true)
+	}
+	if c.CPUCFSQuota == nil {
+		c.CPUCFSQuota = ptr.To(true)
+	}
+	if c.HairpinMode == "" {
+		c.HairpinMode = kubeletv1beta1.PromiscuousBridge
+	}
+	if c.ContainerLogMaxSize == "" {
+		c.ContainerLogMaxSize = "10Mi"
+	}
+	if c.ContainerLogMaxFiles == nil {
+		c.ContainerLogMaxFiles = ptr.To[int32](5)
+	}
+	if c.EvictionHard == nil {
+		c.EvictionHard = map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "10%",
+			"nodefs.inodesFree": "5%",
+			"imagefs.available": "15%",
+		}
+	}
+	if c.EnforceNodeAllocatable == nil {
+		c.EnforceNodeAllocatable = []string{"pods"}
+	}
+	if c.RegisterNode == nil {
+		c.RegisterNode = ptr.To(true)
+	}
+	if c.EnableDebuggingHandlers == nil {
+		c.EnableDebuggingHandlers = ptr.To(true)
+	}
+	if c.Authentication.Anonymous.Enabled == nil {
+		c.Authentication.Anonymous.Enabled = ptr.To(false)
+	}
+	if c.Authentication.Webhook.Enabled == nil {
+		c.Authentication.Webhook.Enabled = ptr.To(true)
+	}
+	defDuration(&c.Authentication.Webhook.CacheTTL, 2*time.Minute)
+	if c.Authorization.Mode == "" {
+		c.Authorization.Mode = kubeletv1beta1.KubeletAuthorizationModeWebhook
+	}
+	defDuration(&c.Authorization.Webhook.CacheAuthorizedTTL, 5*time.Minute)
+	defDuration(&c.Authorization.Webhook.CacheUnauthorizedTTL, 30*time.Second)
+}
+
+func defDuration(d *metav1.Duration, v time.Duration) {
+	if d.Duration == 0 {
+		d.Duration = v
+	}
+}
+
+// Validate refuses configurations nodelet cannot run with.
+func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
+	var errs []error
+	if c.SyncFrequency.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("syncFrequency must be positive, got %v", c.SyncFrequency.Duration))
+	}
+	if c.FileCheckFrequency.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("fileCheckFrequency must be positive, got %v", c.FileCheckFrequency.Duration))
+	}
+	if c.MaxPods < 0 {
+		errs = append(errs, fmt.Errorf("maxPods must not be negative, got %d", c.MaxPods))
+	}
+	if *c.HealthzPort < 0 || *c.HealthzPort > 65535 {
+		errs = append(errs, fmt.Errorf("healthzPort %d out of range", *c.HealthzPort))
+	}
+	if !strings.HasPrefix(c.PodLogsDir, "/") {
+		errs = append(errs, fmt.Errorf("podLogsDir must be an absolute path, got %q", c.PodLogsDir))
+	}
+	if c.ContainerRuntimeEndpoint == "" {
+		errs = append(errs, errors.New("containerRuntimeEndpoint must be set"))
+	}
+	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
+		errs = append(errs, fmt.Errorf("cgroupDriver must be cgroupfs or systemd, got %q", c.CgroupDriver))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,203 @@
+package kuberuntime
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// podActions is what SyncPod must do to make the runtime match the spec.
+type podActions struct {
+	// KillPod stops every container and the sandbox: the sandbox is gone or
+	// changed, or nothing of the pod is left to run.
+	KillPod bool
+	// CreateSandbox starts a new sandbox (after KillPod) with Attempt.
+	CreateSandbox bool
+	SandboxID     string
+	Attempt       uint32
+	// NextInitContainer is the init container to start next, if any.
+	NextInitContainer *v1.Container
+	// InitFailed: an init container failed and the restart policy forbids
+	// retrying it; the pod will not run.
+	InitFailed bool
+	// ContainersToStart are indexes into pod.Spec.Containers.
+	ContainersToStart []int
+	// ContainersToKill maps container IDs to why they are killed.
+	ContainersToKill map[string]killReason
+}
+
+type killReason struct {
+	name    string
+	message string
+}
+
+// shouldRestart reports whether a container that is not running should be
+// started (again) under the pod's restart policy.
+func shouldRestart(cs *ContainerStatus, policy v1.RestartPolicy) bool {
+	if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		// Never ran, or created but never started, or unknown.
+		return true
+	}
+	switch policy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return cs.ExitCode != 0
+	default:
+		return true
+	}
+}
+
+// sandboxChanged reports whether the pod needs a new sandbox, the attempt
+// number it gets, and the ID of the sandbox to keep otherwise.
+func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
+	if len(status.Sandboxes) == 0 {
+		return true, 0, ""
+	}
+	newest := status.Sandboxes[0]
+	next := newest.GetMetadata().GetAttempt() + 1
+	ready := 0
+	for _, s := range status.Sandboxes {
+		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ready++
+		}
+	}
+	if newest.State != runtimeapi.PodSandboxState_SANDBOX_READY || ready > 1 {
+		return true, next, newest.Id
+	}
+	hostNet := newest.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
+	if hostNet != pod.Spec.HostNetwork {
+		return true, next, newest.Id
+	}
+	if !pod.Spec.HostNetwork && len(status.IPs) == 0 {
+		return true, next, newest.Id
+	}
+	return false, newest.GetMetadata().GetAttempt(), newest.Id
+}
+
+// computePodActions decides what SyncPod does. It is pure: the runtime's
+// state in, the plan out.
+func computePodActions(pod *v1.Pod, status *PodStatus) podActions {
+	create, attempt, sandboxID := sandboxChanged(pod, status)
+	a := podActions{
+		KillPod:          create,
+		CreateSandbox:    create,
+		Attempt:          attempt,
+		SandboxID:        sandboxID,
+		ContainersToKill: map[string]killReason{},
+	}
+	policy := pod.Spec.RestartPolicy
+	if create {
+		if policy == v1.RestartPolicyNever && attempt != 0 && len(status.Containers) != 0 {
+			// The pod ran and may not run again.
+			a.CreateSandbox = false
+			return a
+		}
+		if len(pod.Spec.InitContainers) > 0 {
+			// A new sandbox runs the init containers again, from the first.
+			a.NextInitContainer = &pod.Spec.InitContainers[0]
+			return a
+		}
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			if cs := status.Latest(c.Name); policy == v1.RestartPolicyOnFailure && cs != nil &&
+				cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0 {
+				continue
+			}
+			a.ContainersToStart = append(a.ContainersToStart, i)
+		}
+		if len(a.ContainersToStart) == 0 {
+			a.CreateSandbox = false
+		}
+		return a
+	}
+
+	// The sandbox is fine. Init containers first, one at a time.
+	if len(pod.Spec.InitContainers) > 0 && !initDone(pod, status, sandboxID) {
+		for i := range pod.Spec.InitContainers {
+			c := &pod.Spec.InitContainers[i]
+			cs := status.latestIn(c.Name, sandboxID)
+			switch {
+			case cs == nil:
+				a.NextInitContainer = c
+			case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+				// Wait for it.
+			case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0:
+				continue
+			case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
+				if policy == v1.RestartPolicyNever {
+					a.InitFailed = true
+					a.KillPod = true
+				} else {
+					a.NextInitContainer = c
+				}
+			default:
+				// Created but not started, or unknown: replace it.
+				a.ContainersToKill[cs.ID] = killReason{c.Name, "Init container is in an unknown state"}
+				a.NextInitContainer = c
+			}
+			return a
+		}
+	}
+
+	keep := 0
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		cs := status.Latest(c.Name)
+		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			if cs != nil && cs.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+				a.ContainersToKill[cs.ID] = killReason{c.Name, "Container is in an unknown state"}
+			}
+			if shouldRestart(cs, policy) {
+				a.ContainersToStart = append(a.ContainersToStart, i)
+			}
+			continue
+		}
+		if cs.Hash != "" && cs.Hash != podspec.ContainerHash(c) {
+			a.ContainersToKill[cs.ID] = killReason{c.Name, fmt.Sprintf("Container %s definition changed", c.Name)}
+			if policy != v1.RestartPolicyNever {
+				a.ContainersToStart = append(a.ContainersToStart, i)
+			}
+			continue
+		}
+		keep++
+	}
+	// Running containers the spec no longer has.
+	inSpec := map[string]bool{}
+	for _, c := range pod.Spec.InitContainers {
+		inSpec[c.Name] = true
+	}
+	for _, c := range pod.Spec.Containers {
+		inSpec[c.Name] = true
+	}
+	for _, cs := range status.Containers {
+		if cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING && !inSpec[cs.Name] {
+			a.ContainersToKill[cs.ID] = killReason{cs.Name, "Container is not in the pod spec"}
+		}
+	}
+	if keep == 0 && len(a.ContainersToStart) == 0 {
+		// Nothing runs and nothing will: stop the sandbox.
+		a.KillPod = true
+	}
+	return a
+}
+
+// initDone reports whether every init container has succeeded in the
+// sandbox (assumed once app containers exist there).
+func initDone(pod *v1.Pod, status *PodStatus, sandboxID string) bool {
+	for _, c := range pod.Spec.Containers {
+		if status.latestIn(c.Name, sandboxID) != nil {
+			return true
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		cs := status.latestIn(c.Name, sandboxID)
+		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED || cs.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}

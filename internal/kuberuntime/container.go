@@ -1,0 +1,282 @@
+package kuberuntime
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// containerEnv is what the container's environment and the pod's facts
+// that env can refer to.
+type podFacts struct {
+	PodIPs  []string
+	HostIPs []string
+}
+
+func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
+	facts podFacts, volumePaths map[string]string) (*runtimeapi.ContainerConfig, error) {
+	envs, err := containerEnvs(pod, c, facts)
+	if err != nil {
+		return nil, err
+	}
+	lookup := func(name string) (string, bool) {
+		for i := len(envs) - 1; i >= 0; i-- {
+			if envs[i].Key == name {
+				return string(envs[i].Value), true
+			}
+		}
+		return "", false
+	}
+	cmd := make([]string, len(c.Command))
+	for i, s := range c.Command {
+		cmd[i] = expand(s, lookup)
+	}
+	args := make([]string, len(c.Args))
+	for i, s := range c.Args {
+		args[i] = expand(s, lookup)
+	}
+	mounts, err := m.containerMounts(pod, c, volumePaths)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:     cmd,
+		Args:        args,
+		WorkingDir:  c.WorkingDir,
+		Envs:        envs,
+		Labels:      containerLabels(pod, c),
+		Annotations: containerAnnotations(pod, c, restartCount),
+		Mounts:      mounts,
+		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", restartCount)),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       containerResources(c),
+			SecurityContext: containerSecurityContext(pod, c),
+		},
+	}
+	return cfg, nil
+}
+
+func containerEnvs(pod *v1.Pod, c *v1.Container, facts podFacts) ([]*runtimeapi.KeyValue, error) {
+	var envs []*runtimeapi.KeyValue
+	defined := map[string]string{}
+	lookup := func(name string) (string, bool) { v, ok := defined[name]; return v, ok }
+	for _, e := range c.Env {
+		value := e.Value
+		switch {
+		case e.ValueFrom == nil:
+			value = expand(value, lookup)
+		case e.ValueFrom.FieldRef != nil:
+			v, err := fieldValue(pod, e.ValueFrom.FieldRef.FieldPath, facts)
+			if err != nil {
+				return nil, fmt.Errorf("env %q: %w", e.Name, err)
+			}
+			value = v
+		default:
+			return nil, fmt.Errorf("env %q: only value and valueFrom.fieldRef are supported yet", e.Name)
+		}
+		defined[e.Name] = value
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(value)})
+	}
+	if len(c.EnvFrom) > 0 {
+		return nil, fmt.Errorf("envFrom is not supported yet")
+	}
+	return envs, nil
+}
+
+// fieldValue resolves a downward API field path for env.
+func fieldValue(pod *v1.Pod, path string, facts podFacts) (string, error) {
+	if key, ok := bracketKey(path, "metadata.labels"); ok {
+		return pod.Labels[key], nil
+	}
+	if key, ok := bracketKey(path, "metadata.annotations"); ok {
+		return pod.Annotations[key], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.podIP":
+		return first(facts.PodIPs), nil
+	case "status.podIPs":
+		return strings.Join(facts.PodIPs, ","), nil
+	case "status.hostIP":
+		return first(facts.HostIPs), nil
+	case "status.hostIPs":
+		return strings.Join(facts.HostIPs, ","), nil
+	}
+	return "", fmt.Errorf("unsupported fieldRef %q", path)
+}
+
+func bracketKey(path, prefix string) (string, bool) {
+	if !strings.HasPrefix(path, prefix+"['") || !strings.HasSuffix(path, "']") {
+		return "", false
+	}
+	return path[len(prefix)+2 : len(path)-2], true
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[string]string) ([]*runtimeapi.Mount, error) {
+	var mounts []*runtimeapi.Mount
+	for _, vm := range c.VolumeMounts {
+		host, ok := volumePaths[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volume %q is not prepared", vm.Name)
+		}
+		if vm.SubPath != "" {
+			if filepath.IsAbs(vm.SubPath) || strings.Contains("/"+vm.SubPath+"/", "/../") {
+				return nil, fmt.Errorf("subPath %q must be a relative path without '..'", vm.SubPath)
+			}
+			host = filepath.Join(host, vm.SubPath)
+			if _, err := os.Lstat(host); os.IsNotExist(err) {
+				if err := os.MkdirAll(host, 0o750); err != nil {
+					return nil, err
+				}
+			}
+		}
+		mounts = append(mounts, &runtimeapi.Mount{
+			ContainerPath: vm.MountPath,
+			HostPath:      host,
+			Readonly:      vm.ReadOnly,
+			Propagation:   propagation(vm.MountPropagation),
+		})
+	}
+	// The termination message file, mounted where the spec says.
+	if c.TerminationMessagePath != "" && !mountedAt(mounts, c.TerminationMessagePath) {
+		dir := filepath.Join(m.cfg.PodsDir, string(pod.UID), "containers", c.Name)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, err
+		}
+		var id [4]byte
+		_, _ = rand.Read(id[:])
+		path := filepath.Join(dir, hex.EncodeToString(id[:]))
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+		// Writable by whichever user the container runs as.
+		if err := os.Chmod(path, 0o666); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: path})
+	}
+	return mounts, nil
+}
+
+func mountedAt(mounts []*runtimeapi.Mount, p string) bool {
+	for _, m := range mounts {
+		if m.ContainerPath == p {
+			return true
+		}
+	}
+	return false
+}
+
+func propagation(p *v1.MountPropagationMode) runtimeapi.MountPropagation {
+	if p == nil {
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+	}
+	switch *p {
+	case v1.MountPropagationHostToContainer:
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+	case v1.MountPropagationBidirectional:
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+	default:
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+	}
+}
+
+// Resource translation constants, as upstream (cgroup v1 shares).
+const (
+	minShares     = 2
+	sharesPerCPU  = 1024
+	milliCPUToCPU = 1000
+	quotaPeriod   = 100000 // µs
+	minQuota      = 1000   // µs
+)
+
+func containerResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{}
+	shares := int64(minShares)
+	if req, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
+		shares = max(req.MilliValue()*sharesPerCPU/milliCPUToCPU, minShares)
+	}
+	r.CpuShares = shares
+	if lim, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
+		r.CpuPeriod = quotaPeriod
+		r.CpuQuota = max(lim.MilliValue()*quotaPeriod/milliCPUToCPU, minQuota)
+	}
+	if lim, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+		r.MemoryLimitInBytes = lim.Value()
+	}
+	return r
+}
+
+func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+		if psc.FSGroup != nil {
+			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
+		}
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		return sc
+	}
+	if csc.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+	}
+	if csc.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+	}
+	if csc.Privileged != nil {
+		sc.Privileged = *csc.Privileged
+	}
+	if csc.ReadOnlyRootFilesystem != nil {
+		sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+	}
+	if csc.AllowPrivilegeEscalation != nil {
+		sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
+	}
+	if caps := csc.Capabilities; caps != nil {
+		sc.Capabilities = &runtimeapi.Capability{}
+		for _, c := range caps.Add {
+			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(c))
+		}
+		for _, c := range caps.Drop {
+			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(c))
+		}
+	}
+	return sc
+}

@@ -1,0 +1,127 @@
+package kuberuntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// minGracePeriod is the shortest grace a container gets, as upstream.
+const minGracePeriod int64 = 2
+
+// gracePeriod picks the grace period for stopping: an override (a deletion's
+// grace), else the pod's terminationGracePeriodSeconds, else what the pod was
+// started with, else the API default; never below 2 s.
+func gracePeriod(pod *v1.Pod, running *RunningPod, override *int64) int64 {
+	g := podspec.DefaultGracePeriodSeconds
+	switch {
+	case override != nil:
+		g = *override
+	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	case running != nil && running.GracePeriod >= 0:
+		g = running.GracePeriod
+	}
+	return max(g, minGracePeriod)
+}
+
+// KillPod stops every running container of the pod in parallel, each with
+// the grace period, then its sandboxes. pod may be nil for a pod nodelet
+// only knows from the runtime.
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *RunningPod, override *int64) error {
+	grace := gracePeriod(pod, running, override)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(running.Containers))
+	for _, c := range running.Containers {
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		name := c.GetMetadata().GetName()
+		var spec *v1.Container
+		if pod != nil {
+			spec = specContainer(pod, name)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.killContainer(ctx, pod, spec, c.Id, name, "Stopping container "+name, &grace); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	for _, s := range running.Sandboxes {
+		if s.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		if err := m.rt.StopPodSandbox(ctx, s.Id); err != nil && !isNotFound(err) {
+			all = append(all, fmt.Errorf("stop pod sandbox %s: %w", s.Id, err))
+		}
+	}
+	return errors.Join(all...)
+}
+
+// killPodWithStatus is KillPod for a pod whose full status is at hand.
+func (m *Manager) killPodWithStatus(ctx context.Context, pod *v1.Pod, status *PodStatus, override *int64) error {
+	rp := &RunningPod{UID: status.UID, Name: status.Name, Namespace: status.Namespace, GracePeriod: -1}
+	for _, s := range status.Sandboxes {
+		rp.Sandboxes = append(rp.Sandboxes, &runtimeapi.PodSandbox{Id: s.Id, State: s.State})
+	}
+	for _, c := range status.Containers {
+		rp.Containers = append(rp.Containers, &runtimeapi.Container{
+			Id: c.ID, State: c.State, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
+		})
+	}
+	return m.KillPod(ctx, pod, rp, override)
+}
+
+// killContainer stops one container: SIGTERM (the image's stop signal),
+// then SIGKILL after the grace period, both done by the runtime.
+func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id, name, message string, grace *int64) error {
+	g := gracePeriod(pod, nil, grace)
+	if pod != nil {
+		m.event(pod, c, v1.EventTypeNormal, "Killing", message)
+	}
+	klog.FromContext(ctx).V(2).Info("Killing container", "pod", klog.KObj(pod), "container", name, "containerID", id, "gracePeriod", g, "reason", message)
+	if err := m.rt.StopContainer(ctx, id, g); err != nil && !isNotFound(err) {
+		return fmt.Errorf("stop container %s (%s): %w", name, id, err)
+	}
+	m.forgetContainer(id)
+	return nil
+}
+
+// RemovePod removes everything the runtime has of a stopped pod, and its
+// log directory.
+func (m *Manager) RemovePod(ctx context.Context, running *RunningPod) error {
+	var all []error
+	for _, c := range running.Containers {
+		if err := m.rt.RemoveContainer(ctx, c.Id); err != nil && !isNotFound(err) {
+			all = append(all, fmt.Errorf("remove container %s: %w", c.Id, err))
+		}
+		m.forgetContainer(c.Id)
+	}
+	for _, s := range running.Sandboxes {
+		if err := m.rt.RemovePodSandbox(ctx, s.Id); err != nil && !isNotFound(err) {
+			all = append(all, fmt.Errorf("remove pod sandbox %s: %w", s.Id, err))
+		}
+	}
+	if running.Name != "" && running.Namespace != "" {
+		if err := os.RemoveAll(PodLogDir(m.cfg.PodLogsDir, running.Namespace, running.Name, running.UID)); err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}

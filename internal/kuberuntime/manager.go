@@ -1,0 +1,292 @@
+package kuberuntime
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+)
+
+// Container restart back-off, as upstream: 10 s doubling to 300 s, reset
+// after a container ran cleanly for 2 × 300 s.
+const (
+	BackoffInitial = 10 * time.Second
+	BackoffMax     = 300 * time.Second
+)
+
+// ImageEnsurer makes a container's image present and returns its reference.
+type ImageEnsurer interface {
+	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error)
+}
+
+// Config configures a Manager.
+type Config struct {
+	Runtime internalapi.RuntimeService
+	Images  ImageEnsurer
+	// Recorder gets the upstream events (Created, Started, Killing, BackOff...).
+	Recorder record.EventRecorder
+	Clock    clock.Clock
+	// PodLogsDir is podLogsDir: /var/log/pods by default.
+	PodLogsDir string
+	// PodsDir is <root-dir>/pods: per-pod directories (termination message
+	// files, emptyDir volumes).
+	PodsDir string
+	// DNS is the resolver configuration given to pod sandboxes.
+	DNS DNSConfig
+	// RuntimeRequestTimeout bounds each non-streaming CRI call.
+	RuntimeRequestTimeout time.Duration
+}
+
+// Manager talks to the container runtime on behalf of the pod workers.
+type Manager struct {
+	cfg     Config
+	rt      internalapi.RuntimeService
+	clock   clock.Clock
+	backoff *flowcontrol.Backoff
+
+	// statusCache holds ContainerStatus answers keyed by container ID; an
+	// entry is valid while ListContainers reports the same state, so a
+	// resync asks the runtime only about containers that changed.
+	mu          sync.Mutex
+	statusCache map[string]*ContainerStatus
+	// backoffReported holds the exited containers whose back-off was
+	// already announced with a BackOff event: one event per crash.
+	backoffReported map[string]bool
+}
+
+// NewManager returns a Manager.
+func NewManager(cfg Config) *Manager {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.RuntimeRequestTimeout == 0 {
+		cfg.RuntimeRequestTimeout = 2 * time.Minute
+	}
+	return &Manager{
+		cfg:         cfg,
+		rt:          cfg.Runtime,
+		clock:       cfg.Clock,
+		backoff:     flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, cfg.Clock),
+		statusCache: map[string]*ContainerStatus{},
+
+		backoffReported: map[string]bool{},
+	}
+}
+
+// Runtime returns the CRI runtime service.
+func (m *Manager) Runtime() internalapi.RuntimeService { return m.rt }
+
+// GetPods lists every pod the runtime has, by the io.kubernetes.pod.uid label
+// of its sandboxes and containers. Two CRI calls.
+func (m *Manager) GetPods(ctx context.Context) ([]*RunningPod, error) {
+	sandboxes, err := m.rt.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	containers, err := m.rt.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	pods := map[types.UID]*RunningPod{}
+	get := func(labels map[string]string) *RunningPod {
+		uid := types.UID(labels[PodUIDLabel])
+		if uid == "" {
+			return nil
+		}
+		p := pods[uid]
+		if p == nil {
+			p = &RunningPod{UID: uid, Name: labels[PodNameLabel], Namespace: labels[PodNamespaceLabel], GracePeriod: -1}
+			pods[uid] = p
+		}
+		return p
+	}
+	for _, s := range sandboxes {
+		if p := get(s.Labels); p != nil {
+			p.Sandboxes = append(p.Sandboxes, s)
+		}
+	}
+	for _, c := range containers {
+		if p := get(c.Labels); p != nil {
+			p.Containers = append(p.Containers, c)
+			if g, err := strconv.ParseInt(c.Annotations[podTerminationGraceAnnotation], 10, 64); err == nil && g > p.GracePeriod {
+				p.GracePeriod = g
+			}
+		}
+	}
+	out := make([]*RunningPod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p)
+	}
+	m.pruneStatusCache(containers)
+	return out, nil
+}
+
+// GetPodStatus reads what the runtime has for the pod with uid.
+func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error) {
+	status := &PodStatus{UID: uid, Name: name, Namespace: namespace}
+	sandboxes, err := m.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{PodUIDLabel: string(uid)}})
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	for _, s := range sandboxes {
+		resp, err := m.rt.PodSandboxStatus(ctx, s.Id, false)
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("pod sandbox status %s: %w", s.Id, err)
+		}
+		status.Sandboxes = append(status.Sandboxes, resp.Status)
+	}
+	sortSandboxes(status.Sandboxes)
+	if status.SandboxReady() {
+		status.IPs = sandboxIPs(status.Sandboxes[0])
+	}
+
+	containers, err := m.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{PodUIDLabel: string(uid)}})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range containers {
+		cs, err := m.containerStatus(ctx, c)
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		status.Containers = append(status.Containers, cs)
+	}
+	sortContainers(status.Containers)
+	return status, nil
+}
+
+func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*ContainerStatus, error) {
+	m.mu.Lock()
+	cached := m.statusCache[c.Id]
+	m.mu.Unlock()
+	if cached != nil && cached.State == c.State {
+		return cached, nil
+	}
+	resp, err := m.rt.ContainerStatus(ctx, c.Id, false)
+	if err != nil {
+		return nil, fmt.Errorf("container status %s: %w", c.Id, err)
+	}
+	s := resp.GetStatus()
+	if s == nil {
+		return nil, fmt.Errorf("container status %s: empty answer", c.Id)
+	}
+	cs := &ContainerStatus{
+		ID:                       s.Id,
+		Name:                     s.GetMetadata().GetName(),
+		SandboxID:                c.PodSandboxId,
+		State:                    s.State,
+		CreatedAt:                unixNano(s.CreatedAt),
+		StartedAt:                unixNano(s.StartedAt),
+		FinishedAt:               unixNano(s.FinishedAt),
+		ExitCode:                 s.ExitCode,
+		Reason:                   s.Reason,
+		Message:                  s.Message,
+		Image:                    s.GetImage().GetImage(),
+		ImageRef:                 s.ImageRef,
+		Attempt:                  s.GetMetadata().GetAttempt(),
+		Hash:                     s.Annotations[containerHashAnnotation],
+		LogPath:                  s.LogPath,
+		TerminationMessagePolicy: s.Annotations[containerTerminationPolicyAnnotation],
+	}
+	if n, err := strconv.Atoi(s.Annotations[containerRestartCountAnnotation]); err == nil {
+		cs.RestartCount = n
+	} else {
+		cs.RestartCount = int(cs.Attempt)
+	}
+	if p := s.Annotations[containerTerminationPathAnnotation]; p != "" {
+		for _, mnt := range s.Mounts {
+			if mnt.ContainerPath == p {
+				cs.TerminationMessageHostPath = mnt.HostPath
+			}
+		}
+	}
+	// Only a container that can no longer change is worth keeping.
+	if cs.State == runtimeapi.ContainerState_CONTAINER_EXITED || cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		m.mu.Lock()
+		m.statusCache[c.Id] = cs
+		m.mu.Unlock()
+	}
+	return cs, nil
+}
+
+// pruneStatusCache drops entries of containers the runtime no longer lists.
+func (m *Manager) pruneStatusCache(all []*runtimeapi.Container) {
+	live := make(map[string]bool, len(all))
+	for _, c := range all {
+		live[c.Id] = true
+	}
+	m.mu.Lock()
+	for id := range m.statusCache {
+		if !live[id] {
+			delete(m.statusCache, id)
+		}
+	}
+	for id := range m.backoffReported {
+		if !live[id] {
+			delete(m.backoffReported, id)
+		}
+	}
+	m.mu.Unlock()
+}
+
+func (m *Manager) forgetContainer(id string) {
+	m.mu.Lock()
+	delete(m.statusCache, id)
+	delete(m.backoffReported, id)
+	m.mu.Unlock()
+}
+
+// firstBackoffReport reports whether the back-off after the exit of the
+// container with id is announced for the first time.
+func (m *Manager) firstBackoffReport(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.backoffReported[id] {
+		return false
+	}
+	m.backoffReported[id] = true
+	return true
+}
+
+func sandboxIPs(s *runtimeapi.PodSandboxStatus) []string {
+	n := s.GetNetwork()
+	if n == nil || n.Ip == "" {
+		return nil
+	}
+	ips := []string{n.Ip}
+	for _, ip := range n.AdditionalIps {
+		if ip.Ip != "" {
+			ips = append(ips, ip.Ip)
+		}
+	}
+	return ips
+}
+
+func unixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// PodLogDir is the directory of a pod's container logs, as upstream:
+// <podLogsDir>/<namespace>_<name>_<uid>.
+func PodLogDir(podLogsDir, namespace, name string, uid types.UID) string {
+	return filepath.Join(podLogsDir, namespace+"_"+name+"_"+string(uid))
+}

@@ -1,0 +1,325 @@
+package kuberuntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/images"
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// Waiting reasons SyncPod reports for containers it did not get running.
+const (
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonCreateContainerError       = "CreateContainerError"
+	ReasonRunContainerError          = "RunContainerError"
+	ReasonContainerCreating          = "ContainerCreating"
+	ReasonPodInitializing            = "PodInitializing"
+)
+
+// Waiting says why a container is not running.
+type Waiting struct {
+	Reason  string
+	Message string
+}
+
+// SyncResult is what one SyncPod did not manage, for the pod's status.
+type SyncResult struct {
+	// Waiting maps container names to why nodelet did not (or could not)
+	// start them in this sync.
+	Waiting map[string]Waiting
+	// RequeueAfter asks for another sync when a back-off ends; 0 for none.
+	RequeueAfter time.Duration
+	// InitFailed: an init container failed under restartPolicy Never.
+	InitFailed bool
+	// Changed: the sync created, started or stopped something, so the
+	// status read before it is stale.
+	Changed bool
+}
+
+func (r *SyncResult) wait(name, reason, msg string) {
+	if r.Waiting == nil {
+		r.Waiting = map[string]Waiting{}
+	}
+	r.Waiting[name] = Waiting{Reason: reason, Message: msg}
+}
+
+func (r *SyncResult) requeue(d time.Duration) {
+	if d <= 0 {
+		d = time.Second
+	}
+	if r.RequeueAfter == 0 || d < r.RequeueAfter {
+		r.RequeueAfter = d
+	}
+}
+
+// PodEnv is what SyncPod needs to know about the node and the pod's volumes.
+type PodEnv struct {
+	HostIPs []string
+	// VolumePaths maps the pod's volume names to their host paths.
+	VolumePaths map[string]string
+}
+
+// SyncPod makes the runtime match pod, given what the runtime has for it
+// (status, from GetPodStatus). The returned error is for failures worth a
+// retry (the runtime refused a sandbox); per-container problems are in the
+// result's Waiting.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, env PodEnv) (SyncResult, error) {
+	logger := klog.FromContext(ctx)
+	var res SyncResult
+	a := computePodActions(pod, status)
+	res.InitFailed = a.InitFailed
+
+	res.Changed = a.KillPod || a.CreateSandbox || len(a.ContainersToKill) > 0 ||
+		a.NextInitContainer != nil || len(a.ContainersToStart) > 0
+	if a.KillPod {
+		if a.CreateSandbox && len(status.Sandboxes) > 0 {
+			m.event(pod, nil, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		}
+		if err := m.killPodWithStatus(ctx, pod, status, nil); err != nil {
+			return res, fmt.Errorf("kill pod: %w", err)
+		}
+		if !a.CreateSandbox {
+			m.prune(ctx, pod, status, nil)
+			return res, nil
+		}
+	} else {
+		for id, why := range a.ContainersToKill {
+			c := specContainer(pod, why.name)
+			if err := m.killContainer(ctx, pod, c, id, why.name, why.message, nil); err != nil {
+				return res, err
+			}
+		}
+	}
+
+	sandboxID := a.SandboxID
+	podIPs := status.IPs
+	sandboxCfg, err := m.sandboxConfig(pod, a.Attempt)
+	if err != nil {
+		m.event(pod, nil, v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox config: %v", err))
+		return res, err
+	}
+	if a.CreateSandbox {
+		if err := os.MkdirAll(sandboxCfg.LogDirectory, 0o755); err != nil {
+			return res, err
+		}
+		logger.V(2).Info("Creating pod sandbox", "pod", klog.KObj(pod), "attempt", a.Attempt)
+		id, err := m.rt.RunPodSandbox(ctx, sandboxCfg, "")
+		if err != nil {
+			m.event(pod, nil, v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox: %v", err))
+			for _, i := range a.ContainersToStart {
+				res.wait(pod.Spec.Containers[i].Name, ReasonContainerCreating, "")
+			}
+			return res, fmt.Errorf("create pod sandbox: %w", err)
+		}
+		sandboxID = id
+		st, err := m.rt.PodSandboxStatus(ctx, id, false)
+		if err != nil {
+			return res, fmt.Errorf("pod sandbox status: %w", err)
+		}
+		podIPs = sandboxIPs(st.GetStatus())
+	}
+
+	// Make room first: a container about to start keeps one dead
+	// predecessor (its lastState), the others their last two.
+	starting := map[string]bool{}
+	if c := a.NextInitContainer; c != nil {
+		starting[c.Name] = true
+	}
+	for _, i := range a.ContainersToStart {
+		starting[pod.Spec.Containers[i].Name] = true
+	}
+	m.prune(ctx, pod, status, starting)
+
+	facts := podFacts{PodIPs: podIPs, HostIPs: env.HostIPs}
+	start := func(c *v1.Container) bool {
+		w, requeue, err := m.startContainer(ctx, pod, c, status, sandboxID, sandboxCfg, facts, env.VolumePaths)
+		if err != nil {
+			logger.Error(err, "Failed to start container", "pod", klog.KObj(pod), "container", c.Name)
+		}
+		if w != nil {
+			res.wait(c.Name, w.Reason, w.Message)
+			res.requeue(requeue)
+			return false
+		}
+		return true
+	}
+	if c := a.NextInitContainer; c != nil {
+		start(c)
+		// App containers wait for the init containers.
+		for _, ac := range pod.Spec.Containers {
+			res.wait(ac.Name, ReasonPodInitializing, "")
+		}
+	} else {
+		for _, i := range a.ContainersToStart {
+			start(&pod.Spec.Containers[i])
+		}
+	}
+	return res, nil
+}
+
+// startContainer pulls, creates and starts one container unless it is in
+// back-off. A non-nil Waiting says why it did not start.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, sandboxID string,
+	sandboxCfg *runtimeapi.PodSandboxConfig, facts podFacts, volumePaths map[string]string) (*Waiting, time.Duration, error) {
+	latest := status.Latest(c.Name)
+	key := backoffKey(pod, c)
+	if latest != nil && latest.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		ts := latest.FinishedAt
+		if m.backoff.IsInBackOffSince(key, ts) {
+			delay := m.backoff.Get(key)
+			if m.firstBackoffReport(latest.ID) {
+				m.event(pod, c, v1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.Name, podspec.FullName(pod)))
+			}
+			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, podspec.FullName(pod))
+			return &Waiting{Reason: ReasonCrashLoopBackOff, Message: msg}, delay - m.clock.Since(ts), nil
+		}
+		m.backoff.Next(key, ts)
+	}
+
+	imageRef, err := m.cfg.Images.EnsureImage(ctx, pod, c, sandboxCfg)
+	if err != nil {
+		var ie *images.Error
+		if errors.As(err, &ie) {
+			return &Waiting{Reason: ie.Reason, Message: ie.Message}, images.BackoffInitial, err
+		}
+		return &Waiting{Reason: images.ReasonErrImagePull, Message: err.Error()}, images.BackoffInitial, err
+	}
+
+	restartCount := 0
+	if latest != nil {
+		restartCount = latest.RestartCount + 1
+	} else {
+		restartCount = restartCountFromLogs(PodLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, pod.UID), c.Name)
+	}
+	cfg, err := m.containerConfig(pod, c, restartCount, imageRef, facts, volumePaths)
+	if err != nil {
+		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		return &Waiting{Reason: ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
+	}
+	if err := os.MkdirAll(filepath.Join(sandboxCfg.LogDirectory, c.Name), 0o755); err != nil {
+		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, time.Second, err
+	}
+	id, err := m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
+	if err != nil {
+		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, 10 * time.Second, err
+	}
+	m.event(pod, c, v1.EventTypeNormal, "Created", fmt.Sprintf("Created container: %s", c.Name))
+	if err := m.rt.StartContainer(ctx, id); err != nil {
+		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		return &Waiting{Reason: ReasonRunContainerError, Message: err.Error()}, 10 * time.Second, err
+	}
+	m.event(pod, c, v1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.Name))
+	return nil, 0, nil
+}
+
+// BackoffDelay returns the current restart back-off of a container and
+// whether it is in back-off now, given when it last finished.
+func (m *Manager) BackoffDelay(pod *v1.Pod, c *v1.Container, finishedAt time.Time) (time.Duration, bool) {
+	key := backoffKey(pod, c)
+	return m.backoff.Get(key), m.backoff.IsInBackOffSince(key, finishedAt)
+}
+
+// GCBackoff drops back-off entries that expired.
+func (m *Manager) GCBackoff() { m.backoff.GC() }
+
+func backoffKey(pod *v1.Pod, c *v1.Container) string {
+	return strings.Join([]string{pod.Name, pod.Namespace, string(pod.UID), c.Name, podspec.ContainerHash(c)}, "_")
+}
+
+// restartCountFromLogs recovers a container's restart count from its log
+// files when the runtime lost its containers, as upstream: one more than the
+// highest N of N.log.
+func restartCountFromLogs(podLogDir, name string) int {
+	entries, err := os.ReadDir(filepath.Join(podLogDir, name))
+	if err != nil {
+		return 0
+	}
+	count := 0
+	for _, e := range entries {
+		base := strings.SplitN(e.Name(), ".", 2)[0]
+		if n, err := strconv.Atoi(base); err == nil && n+1 > count {
+			count = n + 1
+		}
+	}
+	return count
+}
+
+// prune removes dead containers beyond the newest two per name (the current
+// one and the previous, which status reports as lastState; only one for the
+// names in starting, whose new container becomes the current one), with
+// their log files, and sandboxes that are neither the newest nor ready nor
+// hold containers any more.
+func (m *Manager) prune(ctx context.Context, pod *v1.Pod, status *PodStatus, starting map[string]bool) {
+	logger := klog.FromContext(ctx)
+	seen := map[string]int{}
+	removed := map[string]bool{}
+	for _, cs := range status.Containers {
+		seen[cs.Name]++
+		keep := 2
+		if starting[cs.Name] {
+			keep = 1
+		}
+		if seen[cs.Name] <= keep || cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		if err := m.rt.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
+			logger.Error(err, "Failed to remove dead container", "pod", klog.KObj(pod), "containerID", cs.ID)
+			continue
+		}
+		m.forgetContainer(cs.ID)
+		for _, p := range []string{cs.LogPath, cs.TerminationMessageHostPath} {
+			if p != "" {
+				_ = os.Remove(p)
+			}
+		}
+		removed[cs.ID] = true
+	}
+	for i, s := range status.Sandboxes {
+		if i == 0 || s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		busy := false
+		for _, cs := range status.Containers {
+			if cs.SandboxID == s.Id && !removed[cs.ID] {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			if err := m.rt.RemovePodSandbox(ctx, s.Id); err != nil && !isNotFound(err) {
+				logger.Error(err, "Failed to remove old pod sandbox", "pod", klog.KObj(pod), "sandboxID", s.Id)
+			}
+		}
+	}
+}
+
+func specContainer(pod *v1.Pod, name string) *v1.Container {
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Manager) event(pod *v1.Pod, c *v1.Container, typ, reason, msg string) {
+	if m.cfg.Recorder == nil || pod == nil {
+		return
+	}
+	m.cfg.Recorder.Event(images.ContainerRef(pod, c), typ, reason, msg)
+}

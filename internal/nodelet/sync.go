@@ -1,0 +1,121 @@
+package nodelet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/status"
+)
+
+// mountRetry is how soon a pod whose volumes failed is tried again.
+const mountRetry = 10 * time.Second
+
+// SyncPod implements podworkers.Syncer: it brings one pod to its spec and
+// records its status.
+func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
+	rs, err := n.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	var res kuberuntime.SyncResult
+	paths, err := n.volumes.Setup(pod)
+	if err != nil {
+		msg := fmt.Sprintf("MountVolume.SetUp failed: %v", err)
+		n.recorder.Event(pod, v1.EventTypeWarning, "FailedMount", msg)
+		for _, c := range pod.Spec.Containers {
+			if cs := rs.Latest(c.Name); cs == nil {
+				res.Waiting = map[string]kuberuntime.Waiting{c.Name: {Reason: kuberuntime.ReasonContainerCreating, Message: msg}}
+			}
+		}
+		n.setStatus(pod, rs, res)
+		return mountRetry, nil
+	}
+	res, err = n.runtime.SyncPod(ctx, pod, rs, kuberuntime.PodEnv{HostIPs: n.hostIPs, VolumePaths: paths})
+	if res.Changed && ctx.Err() == nil {
+		if fresh, ferr := n.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); ferr == nil {
+			rs = fresh
+		}
+	}
+	n.setStatus(pod, rs, res)
+	return res.RequeueAfter, err
+}
+
+func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberuntime.SyncResult) {
+	var prev *v1.PodStatus
+	if old, ok := n.statuses.Get(pod.UID); ok {
+		prev = &old
+	}
+	st := status.Generate(status.Input{
+		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: n.hostIPs, RuntimeName: n.runtimeName, Now: n.clock.Now(),
+	})
+	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
+		n.statuses.Set(pod, st)
+	}
+}
+
+// TerminatePod implements podworkers.Syncer: it stops the pod gracefully and
+// removes its sandboxes, containers, logs and directories.
+func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, grace *int64) error {
+	logger := klog.FromContext(ctx)
+	uid, name, ns := podIdentity(pod, running)
+	rs, err := n.runtime.GetPodStatus(ctx, uid, name, ns)
+	if err != nil {
+		return err
+	}
+	rp := runningFromStatus(rs, running)
+	start := n.clock.Now()
+	if err := n.runtime.KillPod(ctx, pod, rp, grace); err != nil {
+		return err
+	}
+	logger.Info("Pod stopped", "pod", klog.KRef(ns, name), "podUID", uid, "took", n.clock.Since(start).Round(time.Millisecond))
+	// What is left after stopping: every sandbox and container, stopped.
+	if rs, err = n.runtime.GetPodStatus(ctx, uid, name, ns); err != nil {
+		return err
+	}
+	if err := n.runtime.RemovePod(ctx, runningFromStatus(rs, running)); err != nil {
+		return err
+	}
+	if err := n.volumes.Teardown(uid); err != nil {
+		return err
+	}
+	if pod != nil {
+		n.puller.Forget(pod)
+	}
+	n.statuses.Delete(uid)
+	return nil
+}
+
+func podIdentity(pod *v1.Pod, running *kuberuntime.RunningPod) (uid types.UID, name, ns string) {
+	if pod != nil {
+		return pod.UID, pod.Name, pod.Namespace
+	}
+	return running.UID, running.Name, running.Namespace
+}
+
+// runningFromStatus turns a full status into the RunningPod KillPod and
+// RemovePod take; the grace period comes from what the runtime listed.
+func runningFromStatus(rs *kuberuntime.PodStatus, listed *kuberuntime.RunningPod) *kuberuntime.RunningPod {
+	rp := &kuberuntime.RunningPod{UID: rs.UID, Name: rs.Name, Namespace: rs.Namespace, GracePeriod: -1}
+	if listed != nil {
+		rp.GracePeriod = listed.GracePeriod
+	}
+	for _, s := range rs.Sandboxes {
+		rp.Sandboxes = append(rp.Sandboxes, &runtimeapi.PodSandbox{Id: s.Id, State: s.State, Metadata: s.Metadata})
+	}
+	for _, c := range rs.Containers {
+		rp.Containers = append(rp.Containers, &runtimeapi.Container{
+			Id: c.ID, State: c.State, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
+		})
+	}
+	return rp
+}
+
+func podsSemanticEqual(a, b *v1.Pod) bool { return apiequality.Semantic.DeepEqual(a, b) }

@@ -1,0 +1,213 @@
+package pleg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+// EventType says what happened to a container or sandbox.
+type EventType string
+
+const (
+	ContainerStarted EventType = "ContainerStarted"
+	ContainerDied    EventType = "ContainerDied"
+	ContainerRemoved EventType = "ContainerRemoved"
+	ContainerChanged EventType = "ContainerChanged"
+	SandboxChanged   EventType = "SandboxChanged"
+)
+
+// Event is one change to one pod.
+type Event struct {
+	// ID is the pod's UID.
+	ID types.UID
+	// Type is what happened.
+	Type EventType
+	// Data is the container or sandbox ID.
+	Data string
+}
+
+// Lister lists every pod the runtime has.
+type Lister interface {
+	GetPods(ctx context.Context) ([]*kuberuntime.RunningPod, error)
+}
+
+// Config configures a Generic PLEG.
+type Config struct {
+	Lister Lister
+	// Period between relists.
+	Period time.Duration
+	// UnhealthyAfter: Healthy fails when no relist succeeded for this long.
+	UnhealthyAfter time.Duration
+	Clock          clock.WithTicker
+}
+
+// Generic is a relisting PLEG.
+type Generic struct {
+	cfg    Config
+	events chan *Event
+
+	// Owned by Run.
+	old map[string]entity
+
+	mu          sync.Mutex
+	pods        []*kuberuntime.RunningPod
+	lastSuccess time.Time
+	lastErr     error
+	started     time.Time
+}
+
+type entity struct {
+	pod   types.UID
+	state string
+	isBox bool
+}
+
+// New returns a Generic PLEG.
+func New(cfg Config) *Generic {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.UnhealthyAfter == 0 {
+		cfg.UnhealthyAfter = 3 * time.Minute
+	}
+	return &Generic{cfg: cfg, events: make(chan *Event, 1000)}
+}
+
+// Watch returns the event channel.
+func (g *Generic) Watch() <-chan *Event { return g.events }
+
+// Run relists every period until ctx is done.
+func (g *Generic) Run(ctx context.Context) {
+	g.mu.Lock()
+	g.started = g.cfg.Clock.Now()
+	g.mu.Unlock()
+	t := g.cfg.Clock.NewTicker(g.cfg.Period)
+	defer t.Stop()
+	g.Relist(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			g.Relist(ctx)
+		}
+	}
+}
+
+// Relist lists the runtime once and emits the differences.
+func (g *Generic) Relist(ctx context.Context) {
+	pods, err := g.cfg.Lister.GetPods(ctx)
+	g.mu.Lock()
+	prevErr := g.lastErr
+	g.lastErr = err
+	if err == nil {
+		g.lastSuccess = g.cfg.Clock.Now()
+		g.pods = pods
+	}
+	g.mu.Unlock()
+	if err != nil {
+		if prevErr == nil {
+			klog.FromContext(ctx).Error(err, "PLEG relist failed: the container runtime is not answering")
+		}
+		return
+	}
+	if prevErr != nil {
+		klog.FromContext(ctx).Info("PLEG relist succeeded again: the container runtime is back")
+	}
+	cur := make(map[string]entity, len(g.old))
+	for _, p := range pods {
+		for _, s := range p.Sandboxes {
+			cur[s.Id] = entity{pod: p.UID, state: s.State.String(), isBox: true}
+		}
+		for _, c := range p.Containers {
+			cur[c.Id] = entity{pod: p.UID, state: c.State.String()}
+		}
+	}
+	if g.old == nil {
+		// The first relist only learns the world; workers sync every pod at
+		// start anyway.
+		g.old = cur
+		return
+	}
+	for id, e := range cur {
+		o, had := g.old[id]
+		if had && o.state == e.state {
+			continue
+		}
+		g.send(&Event{ID: e.pod, Type: eventType(e), Data: id})
+	}
+	for id, o := range g.old {
+		if _, ok := cur[id]; !ok {
+			t := ContainerRemoved
+			if o.isBox {
+				t = SandboxChanged
+			}
+			g.send(&Event{ID: o.pod, Type: t, Data: id})
+		}
+	}
+	g.old = cur
+}
+
+func eventType(e entity) EventType {
+	if e.isBox {
+		return SandboxChanged
+	}
+	switch e.state {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING.String():
+		return ContainerStarted
+	case runtimeapi.ContainerState_CONTAINER_EXITED.String():
+		return ContainerDied
+	default:
+		return ContainerChanged
+	}
+}
+
+func (g *Generic) send(e *Event) {
+	select {
+	case g.events <- e:
+	default:
+		klog.Info("PLEG event channel is full; dropping an event (the periodic resync will catch up)", "pod", e.ID, "type", e.Type)
+	}
+}
+
+// Healthy returns an error when relisting has not succeeded for
+// UnhealthyAfter (or since start).
+func (g *Generic) Healthy() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	last := g.lastSuccess
+	if last.IsZero() {
+		last = g.started
+	}
+	if last.IsZero() {
+		return fmt.Errorf("pleg has not started")
+	}
+	if since := g.cfg.Clock.Since(last); since > g.cfg.UnhealthyAfter {
+		return fmt.Errorf("pleg was last seen active %v ago; threshold is %v; last error: %v", since.Round(time.Second), g.cfg.UnhealthyAfter, g.lastErr)
+	}
+	return nil
+}
+
+// RunningPods returns what the last successful relist saw, and whether
+// there was one. The slice is shared: read it, never change it.
+func (g *Generic) RunningPods() ([]*kuberuntime.RunningPod, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pods, !g.lastSuccess.IsZero()
+}
+
+// RuntimeError returns the last relist's error: nil while the runtime answers.
+func (g *Generic) RuntimeError() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lastErr
+}

@@ -1,0 +1,85 @@
+package podspec
+
+import (
+	"crypto/md5" //nolint:gosec // an identifier, as upstream, not a security boundary
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotations and values the upstream kubelet uses for pods from its sources.
+const (
+	ConfigSourceAnnotationKey    = "kubernetes.io/config.source"
+	ConfigHashAnnotationKey      = "kubernetes.io/config.hash"
+	ConfigMirrorAnnotationKey    = "kubernetes.io/config.mirror"
+	ConfigFirstSeenAnnotationKey = "kubernetes.io/config.seen"
+
+	FileSource      = "file"
+	APIServerSource = "api"
+)
+
+// ApplyStaticDefaults makes a pod read from a file into the pod the upstream
+// kubelet would run: a UID derived from its content, the node and the file
+// (unless the manifest sets one), the name suffixed with the node name, the
+// default namespace, spec.nodeName, the source and hash annotations and a
+// toleration of every NoExecute taint. It then applies the API defaults.
+func ApplyStaticDefaults(pod *v1.Pod, path, nodeName string) error {
+	if pod.UID == "" {
+		raw, err := json.Marshal(pod)
+		if err != nil {
+			return err
+		}
+		h := md5.New() //nolint:gosec
+		h.Write(raw)
+		fmt.Fprintf(h, "host:%s", nodeName)
+		fmt.Fprintf(h, "file:%s", path)
+		pod.UID = types.UID(hex.EncodeToString(h.Sum(nil)))
+	}
+	pod.Name = pod.Name + "-" + strings.ToLower(nodeName)
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = nodeName
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[ConfigHashAnnotationKey] = string(pod.UID)
+	pod.Annotations[ConfigSourceAnnotationKey] = FileSource
+	addNoExecuteToleration(pod)
+	pod.Status = v1.PodStatus{Phase: v1.PodPending}
+	SetDefaults(pod)
+	return nil
+}
+
+func addNoExecuteToleration(pod *v1.Pod) {
+	want := v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}
+	for _, t := range pod.Spec.Tolerations {
+		if t.MatchToleration(&want) {
+			return
+		}
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, want)
+}
+
+// IsStatic reports whether a pod came from a file rather than the API server.
+func IsStatic(pod *v1.Pod) bool {
+	return pod.Annotations[ConfigSourceAnnotationKey] == FileSource
+}
+
+// ContainerHash is a stable digest of a container's spec: a running
+// container whose hash differs from its spec's is restarted.
+func ContainerHash(c *v1.Container) string {
+	raw, _ := json.Marshal(c)
+	h := fnv.New32a()
+	h.Write(raw)
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+// FullName is the pod's namespace/name key used in logs and back-off keys.
+func FullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

@@ -1,0 +1,238 @@
+package podworkers
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+// Syncer does the work for one pod.
+type Syncer interface {
+	// SyncPod makes the pod run as specified. It returns when it wants the
+	// next sync at the latest (0: the resync period).
+	SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error)
+	// TerminatePod stops the pod (pod may be nil for a pod only the runtime
+	// knows, then running is set) and removes what is left of it.
+	TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, gracePeriod *int64) error
+}
+
+// Config configures Workers.
+type Config struct {
+	Syncer Syncer
+	Clock  clock.Clock
+	// Resync is the longest time between two syncs of a pod (syncFrequency).
+	Resync time.Duration
+	// OnTerminated is called once a pod's termination finished.
+	OnTerminated func(uid types.UID)
+}
+
+// Workers manages one worker per pod.
+type Workers struct {
+	cfg     Config
+	ctx     context.Context
+	mu      sync.Mutex
+	workers map[types.UID]*worker
+	done    map[types.UID]bool
+	wg      sync.WaitGroup
+}
+
+type worker struct {
+	uid  types.UID
+	wake chan struct{}
+
+	mu          sync.Mutex
+	pod         *v1.Pod
+	running     *kuberuntime.RunningPod
+	terminate   bool
+	gracePeriod *int64
+	cancel      context.CancelFunc // of the in-flight sync
+}
+
+// New returns Workers whose goroutines live until ctx is done.
+func New(ctx context.Context, cfg Config) *Workers {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Workers{cfg: cfg, ctx: ctx, workers: map[types.UID]*worker{}, done: map[types.UID]bool{}}
+}
+
+// Sync hands the worker of pod its latest spec and wakes it, starting the
+// worker if needed.
+func (ws *Workers) Sync(pod *v1.Pod) {
+	w := ws.get(pod.UID, true)
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if !w.terminate {
+		w.pod = pod
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// Terminate asks the pod's worker to stop the pod. pod or running says what
+// to stop; gracePeriod overrides the pod's own when not nil.
+func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kuberuntime.RunningPod, gracePeriod *int64) {
+	w := ws.get(uid, true)
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if pod != nil {
+		w.pod = pod
+	}
+	if running != nil {
+		w.running = running
+	}
+	if gracePeriod != nil && (w.gracePeriod == nil || *gracePeriod < *w.gracePeriod) {
+		w.gracePeriod = gracePeriod
+	}
+	w.terminate = true
+	if w.cancel != nil {
+		w.cancel()
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// Notify wakes the pod's worker, if it has one (a PLEG event).
+func (ws *Workers) Notify(uid types.UID) {
+	if w := ws.get(uid, false); w != nil {
+		w.poke()
+	}
+}
+
+// Has reports whether the pod has a live worker or finished terminating.
+func (ws *Workers) Has(uid types.UID) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.workers[uid] != nil || ws.done[uid]
+}
+
+// Terminating reports whether the pod has a worker that is terminating it.
+func (ws *Workers) Terminating(uid types.UID) bool {
+	w := ws.get(uid, false)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.terminate
+}
+
+// Forget drops the memory of a finished pod, so its UID may run again.
+func (ws *Workers) Forget(uid types.UID) {
+	ws.mu.Lock()
+	delete(ws.done, uid)
+	ws.mu.Unlock()
+}
+
+// Count is the number of live workers.
+func (ws *Workers) Count() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.workers)
+}
+
+// Wait blocks until every worker goroutine has exited (after ctx is done).
+func (ws *Workers) Wait() { ws.wg.Wait() }
+
+func (ws *Workers) get(uid types.UID, create bool) *worker {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w := ws.workers[uid]; w != nil {
+		return w
+	}
+	if !create || ws.done[uid] || ws.ctx.Err() != nil {
+		return nil
+	}
+	w := &worker{uid: uid, wake: make(chan struct{}, 1)}
+	ws.workers[uid] = w
+	ws.wg.Add(1)
+	go ws.run(w)
+	return w
+}
+
+func (w *worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (ws *Workers) run(w *worker) {
+	defer ws.wg.Done()
+	logger := klog.FromContext(ws.ctx).WithValues("podUID", w.uid)
+	timer := ws.cfg.Clock.NewTimer(ws.cfg.Resync)
+	defer timer.Stop()
+	errDelay := time.Duration(0)
+	for {
+		select {
+		case <-ws.ctx.Done():
+			return
+		case <-w.wake:
+		case <-timer.C():
+		}
+		w.mu.Lock()
+		pod, running, terminate, grace := w.pod, w.running, w.terminate, w.gracePeriod
+		ctx, cancel := context.WithCancel(ws.ctx)
+		w.cancel = cancel
+		w.mu.Unlock()
+
+		var next time.Duration
+		var err error
+		if terminate {
+			err = ws.cfg.Syncer.TerminatePod(ctx, pod, running, grace)
+			cancel()
+			if err == nil {
+				ws.finish(w)
+				return
+			}
+			logger.Error(err, "Failed to terminate pod; will retry")
+		} else if pod != nil {
+			next, err = ws.cfg.Syncer.SyncPod(ctx, pod)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				logger.Error(err, "Failed to sync pod; will retry", "pod", klog.KObj(pod))
+			}
+		} else {
+			cancel()
+		}
+		if err != nil {
+			errDelay = min(max(2*errDelay, time.Second), time.Minute)
+			next = errDelay
+		} else {
+			errDelay = 0
+		}
+		if next <= 0 || next > ws.cfg.Resync {
+			// Jitter the periodic resync so pods spread out.
+			next = ws.cfg.Resync + time.Duration(rand.Int64N(int64(ws.cfg.Resync)/10+1))
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C():
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+func (ws *Workers) finish(w *worker) {
+	ws.mu.Lock()
+	delete(ws.workers, w.uid)
+	ws.done[w.uid] = true
+	ws.mu.Unlock()
+	if ws.cfg.OnTerminated != nil {
+		ws.cfg.OnTerminated(w.uid)
+	}
+}

@@ -1,0 +1,376 @@
+package status
+
+import (
+	"os"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+// Input is everything a status is computed from.
+type Input struct {
+	Pod     *v1.Pod
+	Runtime *kuberuntime.PodStatus
+	Sync    kuberuntime.SyncResult
+	// Previous is the status last computed, for transition times, start time
+	// and never going backwards; nil for the first.
+	Previous *v1.PodStatus
+	HostIPs  []string
+	// RuntimeName prefixes container IDs ("containerd://...").
+	RuntimeName string
+	Now         time.Time
+}
+
+// Generate computes the pod's API status.
+func Generate(in Input) v1.PodStatus {
+	pod, rs := in.Pod, in.Runtime
+	prev := in.Previous
+	if prev == nil {
+		prev = &v1.PodStatus{}
+	}
+	now := metav1.NewTime(in.Now)
+	st := v1.PodStatus{QOSClass: QOSClass(pod)}
+	if prev.StartTime != nil {
+		st.StartTime = prev.StartTime
+	} else {
+		st.StartTime = &now
+	}
+	for _, ip := range in.HostIPs {
+		st.HostIPs = append(st.HostIPs, v1.HostIP{IP: ip})
+	}
+	if len(in.HostIPs) > 0 {
+		st.HostIP = in.HostIPs[0]
+	}
+	for _, ip := range rs.IPs {
+		st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+	}
+	if len(rs.IPs) > 0 {
+		st.PodIP = rs.IPs[0]
+	} else if pod.Spec.HostNetwork && rs.SandboxReady() {
+		st.PodIP = st.HostIP
+		for _, ip := range in.HostIPs {
+			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+		}
+	}
+
+	st.InitContainerStatuses = containerStatuses(pod.Spec.InitContainers, in, prev.InitContainerStatuses, true)
+	st.ContainerStatuses = containerStatuses(pod.Spec.Containers, in, prev.ContainerStatuses, false)
+
+	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.Sync.InitFailed)
+	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
+		st.Phase = prev.Phase // terminal is forever
+	}
+
+	initialized := initializedOK(pod, st.InitContainerStatuses, st.ContainerStatuses)
+	containersReady := st.Phase == v1.PodRunning || st.Phase == v1.PodPending
+	for _, c := range st.ContainerStatuses {
+		if !c.Ready {
+			containersReady = false
+		}
+	}
+	if len(st.ContainerStatuses) == 0 {
+		containersReady = false
+	}
+	sandboxOK := rs.SandboxReady() && (pod.Spec.HostNetwork || len(rs.IPs) > 0)
+	conds := []struct {
+		t      v1.PodConditionType
+		ok     bool
+		reason string
+	}{
+		{v1.PodReadyToStartContainers, sandboxOK, ""},
+		{v1.PodInitialized, initialized, "ContainersNotInitialized"},
+		{v1.ContainersReady, containersReady, "ContainersNotReady"},
+		{v1.PodReady, containersReady, "ContainersNotReady"},
+		{v1.PodScheduled, true, ""},
+	}
+	if st.Phase == v1.PodSucceeded {
+		conds[1].reason, conds[2].reason, conds[3].reason = "PodCompleted", "PodCompleted", "PodCompleted"
+	}
+	for _, c := range conds {
+		status := v1.ConditionFalse
+		reason := c.reason
+		if c.ok {
+			status, reason = v1.ConditionTrue, ""
+		}
+		cond := v1.PodCondition{Type: c.t, Status: status, Reason: reason, LastTransitionTime: now}
+		if old := findCondition(prev.Conditions, c.t); old != nil && old.Status == status {
+			cond.LastTransitionTime = old.LastTransitionTime
+		}
+		st.Conditions = append(st.Conditions, cond)
+	}
+	return st
+}
+
+func findCondition(conds []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus, init bool) []v1.ContainerStatus {
+	if len(specs) == 0 {
+		return nil
+	}
+	rs, sync := in.Runtime, in.Sync
+	prefix := in.RuntimeName
+	if prefix == "" {
+		prefix = "containerd"
+	}
+	prefix += "://"
+	out := make([]v1.ContainerStatus, 0, len(specs))
+	for i := range specs {
+		c := &specs[i]
+		s := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+		latest := rs.Latest(c.Name)
+		var old *v1.ContainerStatus
+		for j := range prev {
+			if prev[j].Name == c.Name {
+				old = &prev[j]
+			}
+		}
+		if latest != nil {
+			s.ContainerID = prefix + latest.ID
+			s.ImageID = latest.ImageRef
+			s.RestartCount = int32(latest.RestartCount)
+			s.State = containerState(latest, c, prefix)
+			if p := rs.Previous(c.Name); p != nil && p.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+				s.LastTerminationState = containerState(p, c, prefix)
+			}
+		} else {
+			s.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kuberuntime.ReasonContainerCreating}}
+			if init && i > 0 {
+				s.State.Waiting.Reason = kuberuntime.ReasonPodInitializing
+			}
+		}
+		if w, ok := sync.Waiting[c.Name]; ok && (latest == nil || latest.State != runtimeapi.ContainerState_CONTAINER_RUNNING) {
+			// A container nodelet could not (re)start is waiting; its last
+			// run, if any, is its last state.
+			if s.State.Terminated != nil {
+				s.LastTerminationState = s.State
+			}
+			s.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}}
+		}
+		// Never go backwards: a terminated container is not reported running.
+		if old != nil && old.State.Terminated != nil && s.State.Running != nil && old.ContainerID == s.ContainerID {
+			s.State = old.State
+		}
+		running := s.State.Running != nil
+		s.Started = &running
+		// Without readiness probes (a later issue), a running container is ready.
+		s.Ready = running
+		out = append(out, s)
+	}
+	return out
+}
+
+func containerState(cs *kuberuntime.ContainerStatus, spec *v1.Container, prefix string) v1.ContainerState {
+	switch cs.State {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cs.StartedAt)}}
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		reason := cs.Reason
+		if reason == "" {
+			reason = "Error"
+			if cs.ExitCode == 0 {
+				reason = "Completed"
+			}
+		}
+		t := &v1.ContainerStateTerminated{
+			ExitCode:    cs.ExitCode,
+			Reason:      reason,
+			Message:     terminationMessage(cs, spec),
+			StartedAt:   metav1.NewTime(cs.StartedAt),
+			FinishedAt:  metav1.NewTime(cs.FinishedAt),
+			ContainerID: prefix + cs.ID,
+		}
+		return v1.ContainerState{Terminated: t}
+	default:
+		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kuberuntime.ReasonContainerCreating}}
+	}
+}
+
+// Upstream's limits on termination messages.
+const (
+	maxMessageBytes = 4096
+	maxLogTailBytes = 2048
+	maxLogTailLines = 80
+)
+
+func terminationMessage(cs *kuberuntime.ContainerStatus, spec *v1.Container) string {
+	msg := cs.Message
+	if p := cs.TerminationMessageHostPath; p != "" {
+		if data, err := readLimited(p, maxMessageBytes); err == nil && len(data) > 0 {
+			return string(data)
+		}
+	}
+	if msg == "" && spec != nil && spec.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError && cs.ExitCode != 0 {
+		msg = tailLog(cs.LogPath)
+	}
+	return msg
+}
+
+func readLimited(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	k, _ := f.Read(buf)
+	return buf[:k], nil
+}
+
+// tailLog returns the last lines of a CRI log file, content only.
+func tailLog(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > maxLogTailLines {
+		lines = lines[len(lines)-maxLogTailLines:]
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		// <time> <stream> <tag> <content>
+		parts := strings.SplitN(l, " ", 4)
+		if len(parts) == 4 {
+			b.WriteString(parts[3])
+			if parts[2] == "F" {
+				b.WriteByte('\n')
+			}
+		}
+	}
+	s := b.String()
+	if len(s) > maxLogTailBytes {
+		s = s[len(s)-maxLogTailBytes:]
+	}
+	return s
+}
+
+// phase computes the pod phase as upstream's getPhase.
+func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed bool) v1.PodPhase {
+	if initFailed {
+		return v1.PodFailed
+	}
+	pendingInit := 0
+	for _, s := range initStatuses {
+		switch {
+		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
+		case s.State.Terminated != nil && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		default:
+			pendingInit++
+		}
+	}
+	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+	for _, s := range statuses {
+		switch {
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil:
+			if s.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		default:
+			unknown++
+		}
+	}
+	if pendingInit > 0 && running == 0 && stopped == 0 {
+		return v1.PodPending
+	}
+	switch {
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0 && unknown == 0:
+		return v1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		if pod.Spec.RestartPolicy == v1.RestartPolicyAlways {
+			return v1.PodRunning
+		}
+		if stopped == succeeded {
+			return v1.PodSucceeded
+		}
+		if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			return v1.PodFailed
+		}
+		return v1.PodRunning
+	default:
+		return v1.PodPending
+	}
+}
+
+func initializedOK(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) bool {
+	for _, s := range statuses {
+		if s.State.Running != nil || s.State.Terminated != nil || s.LastTerminationState.Terminated != nil {
+			return true
+		}
+	}
+	for _, s := range initStatuses {
+		if s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// QOSClass computes the pod's QoS class as upstream: Guaranteed when every
+// container has equal cpu and memory requests and limits, BestEffort when
+// none has any, Burstable otherwise.
+func QOSClass(pod *v1.Pod) v1.PodQOSClass {
+	requests, limits := v1.ResourceList{}, v1.ResourceList{}
+	guaranteed := true
+	any := false
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+				req, hasReq := c.Resources.Requests[name]
+				lim, hasLim := c.Resources.Limits[name]
+				if hasReq && !req.IsZero() {
+					any = true
+					add(requests, name, req)
+				}
+				if hasLim && !lim.IsZero() {
+					any = true
+					add(limits, name, lim)
+				}
+				if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
+					guaranteed = false
+				}
+			}
+		}
+	}
+	switch {
+	case !any:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	default:
+		return v1.PodQOSBurstable
+	}
+}
+
+func add(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
+	if cur, ok := l[name]; ok {
+		cur.Add(q)
+		l[name] = cur
+		return
+	}
+	l[name] = q.DeepCopy()
+}
