@@ -54,6 +54,7 @@ unmount_under() {
 	done
 }
 
+stop_pidfile "$DEMO_PID"
 kill_pod_processes
 stop_pidfile "$CONTAINERD_PID"
 kill_shims

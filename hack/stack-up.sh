@@ -26,7 +26,7 @@ setup_network() {
 	if ! ip link show "$CNI_BRIDGE" >/dev/null 2>&1; then
 		ip link add "$CNI_BRIDGE" type bridge
 	fi
-	ip addr show dev "$CNI_BRIDGE" | grep -q "inet $CNI_GATEWAY/" ||
+	[[ "$(ip -o addr show dev "$CNI_BRIDGE")" == *"inet $CNI_GATEWAY/"* ]] ||
 		ip addr add "$CNI_GATEWAY/${CNI_SUBNET#*/}" dev "$CNI_BRIDGE"
 	ip link set "$CNI_BRIDGE" up
 	iptables -C FORWARD -s "$CNI_SUBNET" ! -d "$CNI_SUBNET" -j DROP 2>/dev/null ||
@@ -165,6 +165,20 @@ prepull() {
 		"$PAUSE_IMAGE" >/dev/null || die "pulling $PAUSE_IMAGE from the local registry failed"
 }
 
+# crictl, the operator's CRI client, built from the Go module proxy.
+install_crictl() {
+	mkdir -p "$STACK_DIR/bin"
+	if [ ! -x "$STACK_DIR/bin/crictl" ]; then
+		log "building crictl $CRICTL_VERSION"
+		GOBIN="$STACK_DIR/bin" go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" || die "building crictl failed"
+	fi
+	cat >"$STACK_DIR/crictl.yaml" <<YAML
+runtime-endpoint: unix://$CONTAINERD_SOCK
+image-endpoint: unix://$CONTAINERD_SOCK
+timeout: 10
+YAML
+}
+
 write_env() {
 	cat >"$STACK_DIR/env" <<ENV
 # Written by make stack-up. Source it: . .stack/env
@@ -177,6 +191,8 @@ export BUSYBOX_IMAGE="$BUSYBOX_IMAGE"
 export CNI_BRIDGE="$CNI_BRIDGE"
 export CNI_SUBNET="$CNI_SUBNET"
 export NODE_IP="$CNI_GATEWAY"
+export CRI_CONFIG_FILE="$STACK_DIR/crictl.yaml"
+export CRICTL="$STACK_DIR/bin/crictl"
 ENV
 }
 
@@ -187,5 +203,6 @@ setup_network
 start_registry
 start_containerd
 prepull
+install_crictl
 write_env
 log "stack up: source $STACK_DIR/env"

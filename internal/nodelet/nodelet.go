@@ -284,6 +284,9 @@ func (n *Nodelet) applySource(ctx context.Context, pods []*v1.Pod) {
 			continue
 		}
 		logger.Info("Pod added", "pod", klog.KObj(p), "podUID", p.UID)
+		// The same UID may have run and finished before (a manifest removed
+		// and put back).
+		n.workers.Forget(p.UID)
 		n.workers.Sync(p)
 	}
 	for _, p := range updated {
@@ -321,9 +324,12 @@ func (n *Nodelet) desired(uid types.UID) (*v1.Pod, bool) {
 }
 
 func (n *Nodelet) onTerminated(uid types.UID) {
-	n.workers.Forget(uid)
-	// The same pod may have come back while it was terminating.
+	// The same pod may have come back while it was terminating. Otherwise
+	// the worker's memory of the finished pod stays until housekeeping sees
+	// the runtime no longer has it, so a stale relist cannot start a second
+	// termination.
 	if p, ok := n.desired(uid); ok {
+		n.workers.Forget(uid)
 		n.workers.Sync(p)
 	}
 }
@@ -348,6 +354,11 @@ func (n *Nodelet) housekeeping(ctx context.Context) {
 		}
 		logger.Info("Found a pod in the runtime that is not desired; terminating it", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
 		n.workers.Terminate(rp.UID, nil, rp, nil)
+	}
+	for _, uid := range n.workers.Finished() {
+		if !inRuntime[uid] {
+			n.workers.Forget(uid)
+		}
 	}
 	// Directories of pods that are gone.
 	if uids, err := n.volumes.PodUIDs(); err == nil {

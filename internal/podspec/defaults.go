@@ -154,4 +154,3 @@ func DefaultPullPolicy(image string) v1.PullPolicy {
 	}
 	return v1.PullIfNotPresent
 }
-

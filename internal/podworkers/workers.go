@@ -136,6 +136,17 @@ func (ws *Workers) Forget(uid types.UID) {
 	ws.mu.Unlock()
 }
 
+// Finished lists the pods that finished terminating and are not forgotten.
+func (ws *Workers) Finished() []types.UID {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	out := make([]types.UID, 0, len(ws.done))
+	for uid := range ws.done {
+		out = append(out, uid)
+	}
+	return out
+}
+
 // Count is the number of live workers.
 func (ws *Workers) Count() int {
 	ws.mu.Lock()

@@ -170,8 +170,12 @@ func TestCrashLoopBackOffGrows(t *testing.T) {
 	if cs := s.Containers(t, pod, "crash"); len(cs) > 2 {
 		t.Errorf("%d containers kept, want at most 2", len(cs))
 	}
-	if log := n.Log(); !strings.Contains(log, `reason="BackOff"`) || !strings.Contains(log, "CrashLoopBackOff") && !strings.Contains(log, "Back-off restarting failed container crash") {
+	log := n.Log()
+	if !strings.Contains(log, `reason="BackOff" message="Back-off restarting failed container crash`) {
 		t.Errorf("no BackOff event in the log")
+	}
+	if !strings.Contains(log, "crash=Waiting(CrashLoopBackOff)/2") {
+		t.Errorf("the pod status never showed the container in CrashLoopBackOff with 2 restarts")
 	}
 }
 

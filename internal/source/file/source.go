@@ -40,10 +40,10 @@ type Source struct {
 	updates chan []*v1.Pod
 
 	// Owned by the Run goroutine.
-	files    map[string]*fileState
-	seen     map[string]string // pod UID -> config.seen annotation
-	last     []*v1.Pod
-	sent     bool
+	files     map[string]*fileState
+	seen      map[string]string // pod UID -> config.seen annotation
+	last      []*v1.Pod
+	sent      bool
 	dirError  string
 	dupLogged map[string]bool
 }

@@ -1,0 +1,37 @@
+# nodelet's front door. Targets that touch containerd, networking or cgroups
+# need root (they run the scripts in hack/).
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+export GOFLAGS ?= -buildvcs=false
+
+.PHONY: build test unit e2e demo demo-stop stack-up stack-down bench clean
+
+build: ## bin/nodelet
+	go build -o bin/nodelet ./cmd/nodelet
+
+test: ## the whole test suite: installs and starts the stack, unit + e2e tests
+	bash hack/test.sh
+
+unit: ## unit tests only (no stack needed)
+	go test -race ./internal/... ./cmd/...
+
+e2e: ## end-to-end tests against the local stack
+	bash hack/test.sh e2e
+
+demo: build ## stack up, nodelet standalone over examples/, show the pods
+	bash hack/demo.sh
+
+demo-stop: ## stop the demo's nodelet and its pods
+	bash hack/demo.sh stop
+
+stack-up: ## containerd + registry + images + CNI; writes .stack/env
+	bash hack/stack-up.sh
+
+stack-down: ## stops and removes everything stack-up started
+	bash hack/stack-down.sh
+
+bench: ## benchmarks; results in docs/benchmarks.md
+	bash hack/bench.sh
+
+clean:
+	rm -rf bin

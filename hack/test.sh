@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite: installs and starts what the tests need (the local
+# stack), then runs the unit tests and the end-to-end tests against real
+# containerd. `hack/test.sh e2e` runs only the end-to-end tests.
+# With CI=true a missing dependency fails the run; nothing is skipped.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+need_root
+
+what=${1:-all}
+bash hack/stack-up.sh
+go vet ./...
+if [ "$what" = all ]; then
+	log "unit tests"
+	go test -race -count=1 ./internal/... ./cmd/...
+fi
+log "end-to-end tests"
+go test -count=1 -timeout 30m -v ./test/e2e/... 2>&1 | tee "$STACK_DIR/e2e.log"

@@ -1,0 +1,233 @@
+package kuberuntime
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+const (
+	running = runtimeapi.ContainerState_CONTAINER_RUNNING
+	exited  = runtimeapi.ContainerState_CONTAINER_EXITED
+	created = runtimeapi.ContainerState_CONTAINER_CREATED
+)
+
+func testPod(policy v1.RestartPolicy, inits []string, names ...string) *v1.Pod {
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "p", "default", "uid-1"
+	pod.Spec.RestartPolicy = policy
+	for _, n := range inits {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: n, Image: "busybox:1.36"})
+	}
+	for _, n := range names {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: n, Image: "busybox:1.36"})
+	}
+	podspec.SetDefaults(pod)
+	return pod
+}
+
+func readySandbox(id string, attempt uint32) *runtimeapi.PodSandboxStatus {
+	return &runtimeapi.PodSandboxStatus{
+		Id: id, State: runtimeapi.PodSandboxState_SANDBOX_READY,
+		Metadata: &runtimeapi.PodSandboxMetadata{Attempt: attempt},
+		Network:  &runtimeapi.PodSandboxNetworkStatus{Ip: "10.88.0.9"},
+		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
+			Options: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD},
+		}},
+	}
+}
+
+func deadSandbox(id string, attempt uint32) *runtimeapi.PodSandboxStatus {
+	s := readySandbox(id, attempt)
+	s.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	return s
+}
+
+// cs builds a container status in sandbox "s1" with the spec's hash.
+func cs(pod *v1.Pod, name string, state runtimeapi.ContainerState, exit int32) *ContainerStatus {
+	c := &ContainerStatus{ID: name + "-id", Name: name, State: state, ExitCode: exit, SandboxID: "s1"}
+	if spec := specContainer(pod, name); spec != nil {
+		c.Hash = podspec.ContainerHash(spec)
+	}
+	return c
+}
+
+func podStatus(sandboxes []*runtimeapi.PodSandboxStatus, containers ...*ContainerStatus) *PodStatus {
+	s := &PodStatus{Sandboxes: sandboxes, Containers: containers}
+	if s.SandboxReady() {
+		s.IPs = sandboxIPs(sandboxes[0])
+	}
+	return s
+}
+
+func TestComputePodActions(t *testing.T) {
+	always := testPod(v1.RestartPolicyAlways, nil, "a", "b")
+	onFailure := testPod(v1.RestartPolicyOnFailure, nil, "a", "b")
+	never := testPod(v1.RestartPolicyNever, nil, "a", "b")
+	withInit := testPod(v1.RestartPolicyAlways, []string{"i1", "i2"}, "a")
+	initNever := testPod(v1.RestartPolicyNever, []string{"i1", "i2"}, "a")
+	ready := []*runtimeapi.PodSandboxStatus{readySandbox("s1", 0)}
+	changed := always.DeepCopy()
+	changed.Spec.Containers[1].Image = "busybox:1.37"
+
+	tests := []struct {
+		name   string
+		pod    *v1.Pod
+		status *PodStatus
+		want   podActions
+	}{
+		{
+			name:   "new pod: create the sandbox and start every container",
+			pod:    always,
+			status: podStatus(nil),
+			want:   podActions{KillPod: true, CreateSandbox: true, Attempt: 0, ContainersToStart: []int{0, 1}},
+		},
+		{
+			name:   "all running: nothing to do",
+			pod:    always,
+			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "b", running, 0)),
+			want:   podActions{SandboxID: "s1"},
+		},
+		{
+			name:   "Always restarts a container that exited 0",
+			pod:    always,
+			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "b", exited, 0)),
+			want:   podActions{SandboxID: "s1", ContainersToStart: []int{1}},
+		},
+		{
+			name:   "OnFailure restarts only the failed container",
+			pod:    onFailure,
+			status: podStatus(ready, cs(onFailure, "a", exited, 0), cs(onFailure, "b", exited, 2)),
+			want:   podActions{SandboxID: "s1", ContainersToStart: []int{1}},
+		},
+		{
+			name:   "OnFailure with everything succeeded stops the sandbox",
+			pod:    onFailure,
+			status: podStatus(ready, cs(onFailure, "a", exited, 0), cs(onFailure, "b", exited, 0)),
+			want:   podActions{SandboxID: "s1", KillPod: true},
+		},
+		{
+			name:   "Never restarts nothing and stops the sandbox once all exited",
+			pod:    never,
+			status: podStatus(ready, cs(never, "a", exited, 1), cs(never, "b", exited, 0)),
+			want:   podActions{SandboxID: "s1", KillPod: true},
+		},
+		{
+			name:   "Never keeps the running one, does not restart the failed one",
+			pod:    never,
+			status: podStatus(ready, cs(never, "a", running, 0), cs(never, "b", exited, 1)),
+			want:   podActions{SandboxID: "s1"},
+		},
+		{
+			name:   "Never with a dead sandbox after running: no new sandbox",
+			pod:    never,
+			status: podStatus([]*runtimeapi.PodSandboxStatus{deadSandbox("s1", 0)}, cs(never, "a", exited, 0)),
+			want:   podActions{KillPod: true, Attempt: 1, SandboxID: "s1"},
+		},
+		{
+			name:   "Always with a dead sandbox: new sandbox with the next attempt",
+			pod:    always,
+			status: podStatus([]*runtimeapi.PodSandboxStatus{deadSandbox("s1", 0)}, cs(always, "a", exited, 0)),
+			want:   podActions{KillPod: true, CreateSandbox: true, Attempt: 1, SandboxID: "s1", ContainersToStart: []int{0, 1}},
+		},
+		{
+			name:   "changed spec hash: kill and restart that container",
+			pod:    changed,
+			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "b", running, 0)),
+			want: podActions{SandboxID: "s1", ContainersToStart: []int{1},
+				ContainersToKill: map[string]killReason{"b-id": {"b", "Container b definition changed"}}},
+		},
+		{
+			name:   "a created-but-never-started container is replaced",
+			pod:    always,
+			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "b", created, 0)),
+			want: podActions{SandboxID: "s1", ContainersToStart: []int{1},
+				ContainersToKill: map[string]killReason{"b-id": {"b", "Container is in an unknown state"}}},
+		},
+		{
+			name:   "a running container the spec lacks is killed",
+			pod:    testPod(v1.RestartPolicyAlways, nil, "a"),
+			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "old", running, 0)),
+			want: podActions{SandboxID: "s1",
+				ContainersToKill: map[string]killReason{"old-id": {"old", "Container is not in the pod spec"}}},
+		},
+		{
+			name:   "new pod with init containers: the first init container only",
+			pod:    withInit,
+			status: podStatus(nil),
+			want:   podActions{KillPod: true, CreateSandbox: true, NextInitContainer: &withInit.Spec.InitContainers[0]},
+		},
+		{
+			name:   "init containers run in order",
+			pod:    withInit,
+			status: podStatus(ready, cs(withInit, "i1", exited, 0)),
+			want:   podActions{SandboxID: "s1", NextInitContainer: &withInit.Spec.InitContainers[1]},
+		},
+		{
+			name:   "a running init container is waited for",
+			pod:    withInit,
+			status: podStatus(ready, cs(withInit, "i1", exited, 0), cs(withInit, "i2", running, 0)),
+			want:   podActions{SandboxID: "s1"},
+		},
+		{
+			name:   "a failed init container is retried under Always",
+			pod:    withInit,
+			status: podStatus(ready, cs(withInit, "i1", exited, 0), cs(withInit, "i2", exited, 1)),
+			want:   podActions{SandboxID: "s1", NextInitContainer: &withInit.Spec.InitContainers[1]},
+		},
+		{
+			name:   "a failed init container fails the pod under Never",
+			pod:    initNever,
+			status: podStatus(ready, cs(initNever, "i1", exited, 3)),
+			want:   podActions{SandboxID: "s1", InitFailed: true, KillPod: true},
+		},
+		{
+			name:   "init done: app containers start",
+			pod:    withInit,
+			status: podStatus(ready, cs(withInit, "i1", exited, 0), cs(withInit, "i2", exited, 0)),
+			want:   podActions{SandboxID: "s1", ContainersToStart: []int{0}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := computePodActions(tt.pod, tt.status)
+			want := tt.want
+			if want.ContainersToKill == nil {
+				want.ContainersToKill = map[string]killReason{}
+			}
+			if got.KillPod != want.KillPod || got.CreateSandbox != want.CreateSandbox || got.Attempt != want.Attempt ||
+				got.SandboxID != want.SandboxID || got.InitFailed != want.InitFailed ||
+				got.NextInitContainer != want.NextInitContainer ||
+				!equalInts(got.ContainersToStart, want.ContainersToStart) || !equalKills(got.ContainersToKill, want.ContainersToKill) {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func equalKills(a, b map[string]killReason) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,175 @@
+package podworkers
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+type call struct {
+	op  string
+	uid types.UID
+}
+
+type fakeSyncer struct {
+	mu       sync.Mutex
+	calls    []call
+	inSync   map[types.UID]int
+	overlap  bool
+	block    chan struct{} // SyncPod waits on it (or ctx) when set
+	next     time.Duration
+	canceled int
+}
+
+func (f *fakeSyncer) enter(uid types.UID, op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call{op, uid})
+	f.inSync[uid]++
+	if f.inSync[uid] > 1 {
+		f.overlap = true
+	}
+}
+
+func (f *fakeSyncer) leave(uid types.UID) {
+	f.mu.Lock()
+	f.inSync[uid]--
+	f.mu.Unlock()
+}
+
+func (f *fakeSyncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
+	f.enter(pod.UID, "sync")
+	defer f.leave(pod.UID)
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.canceled++
+			f.mu.Unlock()
+		}
+	}
+	return f.next, nil
+}
+
+func (f *fakeSyncer) TerminatePod(_ context.Context, pod *v1.Pod, _ *kuberuntime.RunningPod, _ *int64) error {
+	f.enter(pod.UID, "terminate")
+	defer f.leave(pod.UID)
+	return nil
+}
+
+func (f *fakeSyncer) count(uid types.UID, op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c.uid == uid && c.op == op {
+			n++
+		}
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func newPod(uid string) *v1.Pod {
+	p := &v1.Pod{}
+	p.UID, p.Name, p.Namespace = types.UID(uid), uid, "default"
+	return p
+}
+
+func TestSyncResyncAndTerminate(t *testing.T) {
+	f := &fakeSyncer{inSync: map[types.UID]int{}}
+	clk := testingclock.NewFakeClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var terminated sync.Map
+	ws := New(ctx, Config{Syncer: f, Clock: clk, Resync: time.Minute, OnTerminated: func(uid types.UID) { terminated.Store(uid, true) }})
+
+	a := newPod("a")
+	ws.Sync(a)
+	waitFor(t, "first sync", func() bool { return f.count("a", "sync") == 1 })
+
+	// No sync without a reason until the resync period (plus jitter) passes.
+	clk.Step(30 * time.Second)
+	time.Sleep(50 * time.Millisecond)
+	if n := f.count("a", "sync"); n != 1 {
+		t.Fatalf("synced %d times before the resync period", n)
+	}
+	clk.Step(40 * time.Second)
+	waitFor(t, "periodic resync", func() bool { return f.count("a", "sync") == 2 })
+
+	// A PLEG notification syncs at once.
+	ws.Notify("a")
+	waitFor(t, "notified sync", func() bool { return f.count("a", "sync") == 3 })
+
+	ws.Terminate("a", a, nil, nil)
+	waitFor(t, "termination", func() bool { _, ok := terminated.Load(types.UID("a")); return ok })
+	if f.count("a", "terminate") != 1 {
+		t.Errorf("terminated %d times", f.count("a", "terminate"))
+	}
+	// A finished pod is not synced again until forgotten.
+	ws.Sync(a)
+	time.Sleep(50 * time.Millisecond)
+	if n := f.count("a", "sync"); n != 3 {
+		t.Errorf("a terminated pod was synced again (%d syncs)", n)
+	}
+	ws.Forget("a")
+	ws.Sync(a)
+	waitFor(t, "sync after Forget", func() bool { return f.count("a", "sync") == 4 })
+	if f.overlap {
+		t.Error("two calls for one pod overlapped")
+	}
+}
+
+func TestRequeueAfter(t *testing.T) {
+	f := &fakeSyncer{inSync: map[types.UID]int{}, next: 10 * time.Second}
+	clk := testingclock.NewFakeClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ws := New(ctx, Config{Syncer: f, Clock: clk, Resync: time.Minute})
+	ws.Sync(newPod("b"))
+	waitFor(t, "first sync", func() bool { return f.count("b", "sync") == 1 })
+	waitFor(t, "timer armed", func() bool { return clk.HasWaiters() })
+	clk.Step(10 * time.Second)
+	waitFor(t, "requeued sync", func() bool { return f.count("b", "sync") == 2 })
+}
+
+func TestTerminateCancelsInFlightSync(t *testing.T) {
+	f := &fakeSyncer{inSync: map[types.UID]int{}, block: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	ws := New(ctx, Config{Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
+	p := newPod("c")
+	ws.Sync(p)
+	waitFor(t, "sync started", func() bool { return f.count("c", "sync") == 1 })
+	ws.Terminate("c", p, nil, nil)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("termination waited for the blocked sync")
+	}
+	if f.canceled != 1 {
+		t.Errorf("the in-flight sync was not canceled")
+	}
+	if f.overlap {
+		t.Error("terminate overlapped the sync")
+	}
+}

@@ -1,0 +1,123 @@
+package status
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+func pod(policy v1.RestartPolicy, names ...string) *v1.Pod {
+	p := &v1.Pod{}
+	p.Name, p.Namespace, p.UID = "p", "default", "u"
+	p.Spec.RestartPolicy = policy
+	for _, n := range names {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: "busybox"})
+	}
+	return p
+}
+
+func rc(name string, state runtimeapi.ContainerState, exit int32, restarts int) *kuberuntime.ContainerStatus {
+	return &kuberuntime.ContainerStatus{ID: name + "-" + string(rune('0'+restarts)), Name: name, State: state, ExitCode: exit, RestartCount: restarts,
+		StartedAt: time.Unix(100, 0), FinishedAt: time.Unix(200, 0)}
+}
+
+var ready = []*runtimeapi.PodSandboxStatus{{Id: "s", State: runtimeapi.PodSandboxState_SANDBOX_READY}}
+
+const (
+	running = runtimeapi.ContainerState_CONTAINER_RUNNING
+	exited  = runtimeapi.ContainerState_CONTAINER_EXITED
+)
+
+func TestGeneratePhaseAndStates(t *testing.T) {
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		rs        *kuberuntime.PodStatus
+		waiting   map[string]kuberuntime.Waiting
+		wantPhase v1.PodPhase
+		wantReady bool
+	}{
+		{"nothing yet", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{}, nil, v1.PodPending, false},
+		{"running", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{Sandboxes: ready, IPs: []string{"10.88.0.2"},
+			Containers: []*kuberuntime.ContainerStatus{rc("a", running, 0, 0)}}, nil, v1.PodRunning, true},
+		{"crash looping stays Running", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{Sandboxes: ready,
+			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 1, 3)}},
+			map[string]kuberuntime.Waiting{"a": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
+		{"Never, one failed", pod(v1.RestartPolicyNever, "a", "b"), &kuberuntime.PodStatus{
+			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 1, 0), rc("b", exited, 0, 0)}}, nil, v1.PodFailed, false},
+		{"OnFailure, all succeeded", pod(v1.RestartPolicyOnFailure, "a", "b"), &kuberuntime.PodStatus{
+			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 0, 0), rc("b", exited, 0, 0)}}, nil, v1.PodSucceeded, false},
+		{"OnFailure, one failed and restarting", pod(v1.RestartPolicyOnFailure, "a"), &kuberuntime.PodStatus{
+			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 2, 0)}}, nil, v1.PodRunning, false},
+		{"image pull failing", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{Sandboxes: ready},
+			map[string]kuberuntime.Waiting{"a": {Reason: "ErrImagePull"}}, v1.PodPending, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Generate(Input{Pod: tt.pod, Runtime: tt.rs, Sync: kuberuntime.SyncResult{Waiting: tt.waiting}, Now: time.Unix(300, 0)})
+			if st.Phase != tt.wantPhase {
+				t.Errorf("phase %s, want %s", st.Phase, tt.wantPhase)
+			}
+			if c := findCondition(st.Conditions, v1.PodReady); c == nil || (c.Status == v1.ConditionTrue) != tt.wantReady {
+				t.Errorf("Ready condition %+v, want ready=%v", c, tt.wantReady)
+			}
+			for name, w := range tt.waiting {
+				for _, cs := range st.ContainerStatuses {
+					if cs.Name == name && (cs.State.Waiting == nil || cs.State.Waiting.Reason != w.Reason) {
+						t.Errorf("container %s state %+v, want waiting %s", name, cs.State, w.Reason)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestGenerateLastStateAndNoGoingBack(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, "a")
+	rs := &kuberuntime.PodStatus{Sandboxes: ready, Containers: []*kuberuntime.ContainerStatus{rc("a", running, 0, 1), rc("a", exited, 137, 0)}}
+	rs.Containers[1].Reason = "OOMKilled"
+	st := Generate(Input{Pod: p, Runtime: rs, Now: time.Unix(300, 0), RuntimeName: "containerd"})
+	c := st.ContainerStatuses[0]
+	if c.RestartCount != 1 || c.State.Running == nil || c.LastTerminationState.Terminated == nil ||
+		c.LastTerminationState.Terminated.Reason != "OOMKilled" || c.LastTerminationState.Terminated.ExitCode != 137 {
+		t.Errorf("container status %+v", c)
+	}
+	if c.ContainerID != "containerd://a-1" {
+		t.Errorf("container ID %q", c.ContainerID)
+	}
+	// A terminal phase stays terminal.
+	prev := v1.PodStatus{Phase: v1.PodSucceeded}
+	if st := Generate(Input{Pod: p, Runtime: rs, Previous: &prev, Now: time.Unix(400, 0)}); st.Phase != v1.PodSucceeded {
+		t.Errorf("phase went from Succeeded to %s", st.Phase)
+	}
+}
+
+func TestQOSClass(t *testing.T) {
+	q := resource.MustParse
+	mk := func(req, lim v1.ResourceList) *v1.Pod {
+		p := pod(v1.RestartPolicyAlways, "a")
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: req, Limits: lim}
+		return p
+	}
+	both := v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("1Gi")}
+	for name, tt := range map[string]struct {
+		pod  *v1.Pod
+		want v1.PodQOSClass
+	}{
+		"none":       {mk(nil, nil), v1.PodQOSBestEffort},
+		"equal":      {mk(both, both), v1.PodQOSGuaranteed},
+		"limits":     {mk(nil, both), v1.PodQOSGuaranteed},
+		"requests":   {mk(both, nil), v1.PodQOSBurstable},
+		"cpu only":   {mk(v1.ResourceList{v1.ResourceCPU: q("1")}, v1.ResourceList{v1.ResourceCPU: q("1")}), v1.PodQOSBurstable},
+		"req < lim":  {mk(v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("1Gi")}, both), v1.PodQOSBurstable},
+	} {
+		if got := QOSClass(tt.pod); got != tt.want {
+			t.Errorf("%s: %s, want %s", name, got, tt.want)
+		}
+	}
+}
