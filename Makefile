@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: build test unit e2e demo demo-stop stack-up stack-down bench clean
+.PHONY: build test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench clean
 
 build: ## bin/nodelet
 	go build -o bin/nodelet ./cmd/nodelet
@@ -29,6 +29,12 @@ stack-up: ## containerd + registry + images + CNI; writes .stack/env
 
 stack-down: ## stops and removes everything stack-up started
 	bash hack/stack-down.sh
+
+cluster-up: ## control plane on 127.0.0.1 (after stack-up); adds KUBECONFIG, NODE_* to .stack/env
+	bash hack/cluster/up.sh
+
+cluster-down: ## stops the control plane
+	bash hack/cluster/down.sh
 
 bench: ## benchmarks; results in docs/benchmarks.md
 	bash hack/bench.sh

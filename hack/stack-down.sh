@@ -55,6 +55,7 @@ unmount_under() {
 }
 
 stop_pidfile "$DEMO_PID"
+bash "$REPO_ROOT/hack/cluster/down.sh" >/dev/null 2>&1 || true
 kill_pod_processes
 stop_pidfile "$CONTAINERD_PID"
 kill_shims

@@ -9,6 +9,9 @@ need_root
 
 what=${1:-all}
 bash hack/stack-up.sh
+# The control plane for the cluster-mode tests (built from the Go module
+# proxy on the first run: minutes; cached in .cache/k8s afterwards).
+bash hack/cluster/up.sh
 go vet ./...
 if [ "$what" = all ]; then
 	log "unit tests"

@@ -30,10 +30,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background())
-	if opts.KubeconfigPath != "" {
-		klog.InfoS("--kubeconfig is set but cluster mode is not implemented yet; running standalone", "kubeconfig", opts.KubeconfigPath)
+	n, err := nodelet.New(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
+		os.Exit(2)
 	}
-	if err := nodelet.New(opts).Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := n.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		klog.ErrorS(err, "nodelet failed")
 		klog.Flush()
 		os.Exit(1)

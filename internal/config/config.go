@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -31,6 +32,8 @@ type Options struct {
 	RootDir string
 	// NodeIP is --node-ip.
 	NodeIP string
+	// NodeLabels is --node-labels.
+	NodeLabels map[string]string
 
 	Config kubeletv1beta1.KubeletConfiguration
 }
@@ -87,6 +90,10 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "The name of this node, instead of the hostname.")
 	fs.StringVar(&o.RootDir, "root-dir", o.RootDir, "Directory for nodelet's files (pod directories).")
 	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "IP address of the node.")
+	fs.StringToStringVar(&o.NodeLabels, "node-labels", o.NodeLabels, "Labels to add when registering the node, key=value pairs separated by ','.")
+	fs.Var(&taintsFlag{&c.RegisterWithTaints}, "register-with-taints", "Taints to register the node with, key=value:Effect pairs separated by ','.")
+	fs.BoolVar(c.RegisterNode, "register-node", *c.RegisterNode, "Register the node with the API server.")
+	fs.StringVar(&c.ProviderID, "provider-id", c.ProviderID, "The node's provider ID.")
 
 	fs.StringVar(&c.StaticPodPath, "pod-manifest-path", c.StaticPodPath, "Directory of static pod manifests.")
 	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "The CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock.")
@@ -115,6 +122,42 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.AddGoFlagSet(klogFlags)
 	return fs
 }
+
+// taintsFlag parses --register-with-taints: key=value:Effect,key:Effect.
+type taintsFlag struct{ taints *[]v1.Taint }
+
+func (f *taintsFlag) String() string {
+	var parts []string
+	for _, t := range *f.taints {
+		parts = append(parts, t.ToString())
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *taintsFlag) Set(s string) error {
+	var out []v1.Taint
+	for _, spec := range strings.Split(s, ",") {
+		spec = strings.TrimSpace(spec)
+		if spec == "" {
+			continue
+		}
+		kv, effect, ok := strings.Cut(spec, ":")
+		if !ok {
+			return fmt.Errorf("taint %q: want key[=value]:Effect", spec)
+		}
+		key, value, _ := strings.Cut(kv, "=")
+		switch v1.TaintEffect(effect) {
+		case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
+		default:
+			return fmt.Errorf("taint %q: unknown effect %q", spec, effect)
+		}
+		out = append(out, v1.Taint{Key: key, Value: value, Effect: v1.TaintEffect(effect)})
+	}
+	*f.taints = out
+	return nil
+}
+
+func (f *taintsFlag) Type() string { return "taints" }
 
 // durationFlag is a flag.Value over a time.Duration held in a config struct.
 type durationFlag struct{ d *time.Duration }

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	critest "k8s.io/cri-api/pkg/apis/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
 	testingclock "k8s.io/utils/clock/testing"
 )
 

@@ -15,8 +15,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
@@ -27,8 +26,12 @@ import (
 	"github.com/nodelet/nodelet/internal/healthz"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/mirror"
+	"github.com/nodelet/nodelet/internal/nodestatus"
 	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podmanager"
 	"github.com/nodelet/nodelet/internal/podworkers"
+	"github.com/nodelet/nodelet/internal/source/apiserver"
 	"github.com/nodelet/nodelet/internal/source/file"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/volumes"
@@ -43,6 +46,12 @@ const (
 	syncLoopUnhealthy = 2 * time.Minute
 )
 
+// Source names in the pod manager.
+const (
+	sourceFile = "file"
+	sourceAPI  = "api"
+)
+
 // Nodelet is the node agent.
 type Nodelet struct {
 	opts     *config.Options
@@ -55,34 +64,53 @@ type Nodelet struct {
 	puller      *images.Puller
 	pleg        *pleg.Generic
 	workers     *podworkers.Workers
+	pods        *podmanager.Manager
 	statuses    *status.Store
 	volumes     *volumes.Manager
 
-	// The desired pods, by UID. Written only by the main loop.
-	mu       sync.RWMutex
-	pods     map[types.UID]*v1.Pod
-	rejected map[types.UID]bool
+	// Cluster mode only (nil standalone).
+	client     kubernetes.Interface
+	apiSource  *apiserver.Source
+	nodeStatus *nodestatus.Manager
+	mirrors    *mirror.Manager
+	syncer     *status.Syncer
+	apiGetter  *volumes.APIGetter
 
+	// pendingAdmission holds pods that wait for the Node to be registered.
+	// Owned by the main loop.
+	pendingAdmission []*v1.Pod
+
+	sourcesSeen  map[string]bool // owned by the main loop
 	sourcesReady atomic.Bool
 	lastLoop     atomic.Int64
 	connected    atomic.Bool
 }
 
 // New returns a Nodelet for opts. It does not connect to anything yet.
-func New(opts *config.Options) *Nodelet {
-	scheme := runtime.NewScheme()
-	_ = v1.AddToScheme(scheme)
-	b := record.NewBroadcaster()
-	b.StartStructuredLogging(0)
-	return &Nodelet{
+func New(opts *config.Options) (*Nodelet, error) {
+	n := &Nodelet{
 		opts:     opts,
 		clock:    clock.RealClock{},
-		recorder: b.NewRecorder(scheme, v1.EventSource{Component: "kubelet", Host: opts.NodeName}),
 		statuses: status.NewStore(),
-		volumes:  volumes.NewManager(filepath.Join(opts.RootDir, "pods")),
-		pods:     map[types.UID]*v1.Pod{},
-		rejected: map[types.UID]bool{},
+		pods:     podmanager.New(),
+
+		sourcesSeen: map[string]bool{},
 	}
+	if opts.KubeconfigPath != "" {
+		client, err := newClient(opts)
+		if err != nil {
+			return nil, err
+		}
+		n.client = client
+	}
+	n.recorder = newRecorder(n.client, opts.NodeName)
+	var getter volumes.Getter
+	if n.client != nil {
+		n.apiGetter = volumes.NewAPIGetter(n.client, n.clock, time.Minute)
+		getter = n.apiGetter
+	}
+	n.volumes = volumes.NewManager(filepath.Join(opts.RootDir, "pods"), getter)
+	return n, nil
 }
 
 // Run runs the agent until ctx is done. Pods keep running after it returns,
@@ -91,7 +119,11 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	cfg := &n.opts.Config
 	n.hostIPs = nodeIPs(n.opts.NodeIP)
-	logger.Info("Starting nodelet", "node", n.opts.NodeName, "nodeIPs", n.hostIPs, "staticPodPath", cfg.StaticPodPath,
+	mode := "standalone"
+	if n.client != nil {
+		mode = "cluster"
+	}
+	logger.Info("Starting nodelet", "mode", mode, "node", n.opts.NodeName, "nodeIPs", n.hostIPs, "staticPodPath", cfg.StaticPodPath,
 		"runtimeEndpoint", cfg.ContainerRuntimeEndpoint, "rootDir", n.opts.RootDir, "podLogsDir", cfg.PodLogsDir)
 	if err := os.MkdirAll(filepath.Join(n.opts.RootDir, "pods"), 0o750); err != nil {
 		return err
@@ -102,16 +134,18 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	goRun := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
 	healthErr := make(chan error, 1)
 	if *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		goRun(func() {
 			if err := healthz.Serve(ctx, addr, n.healthHandler()); err != nil {
 				healthErr <- err
 			}
-		}()
+		})
 	}
 
 	rs, is, err := n.connect(ctx)
@@ -122,17 +156,26 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	// Publishes the components set up above to the healthz handler.
 	n.connected.Store(true)
 
-	src := file.New(file.Config{Dir: cfg.StaticPodPath, NodeName: n.opts.NodeName, Period: cfg.FileCheckFrequency.Duration, Clock: n.clock})
-	var updates <-chan []*v1.Pod
+	var fileUpdates <-chan []*v1.Pod
 	if cfg.StaticPodPath != "" {
-		wg.Add(1)
-		go func() { defer wg.Done(); src.Run(ctx) }()
-		updates = src.Updates()
+		src := file.New(file.Config{Dir: cfg.StaticPodPath, NodeName: n.opts.NodeName, Period: cfg.FileCheckFrequency.Duration, Clock: n.clock})
+		goRun(func() { src.Run(ctx) })
+		fileUpdates = src.Updates()
 	} else {
-		n.sourcesReady.Store(true)
+		n.sourcesSeen[sourceFile] = true
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); n.pleg.Run(ctx) }()
+	var apiEvents <-chan apiserver.Event
+	var mirrorEvents <-chan *v1.Pod
+	if n.client != nil {
+		goRun(func() { n.apiSource.Run(ctx) })
+		goRun(func() { n.nodeStatus.Run(ctx) })
+		goRun(func() { n.syncer.Run(ctx) })
+		apiEvents, mirrorEvents = n.apiSource.Events(), n.apiSource.Mirrors()
+	} else {
+		n.sourcesSeen[sourceAPI] = true
+	}
+	n.checkSourcesReady()
+	goRun(func() { n.pleg.Run(ctx) })
 
 	housekeeping := n.clock.NewTicker(housekeepingPeriod)
 	defer housekeeping.Stop()
@@ -144,14 +187,30 @@ func (n *Nodelet) Run(ctx context.Context) error {
 			return nil
 		case err := <-healthErr:
 			return err
-		case pods := <-updates:
-			n.applySource(ctx, pods)
-			n.sourcesReady.Store(true)
+		case pods := <-fileUpdates:
+			n.apply(ctx, n.pods.Set(sourceFile, pods))
+			n.sourcesSeen[sourceFile] = true
+			n.checkSourcesReady()
+		case e := <-apiEvents:
+			n.applyAPI(ctx, e)
+		case mp := <-mirrorEvents:
+			// A mirror pod changed or was deleted: its static pod's worker
+			// puts it right.
+			if p, ok := n.pods.GetByName(mp.Namespace, mp.Name); ok {
+				n.workers.Notify(p.UID)
+				n.statuses.MarkDirty(p.UID) // a new mirror pod needs the status
+			}
 		case e := <-n.pleg.Watch():
 			n.workers.Notify(e.ID)
 		case <-housekeeping.C():
 			n.housekeeping(ctx)
 		}
+	}
+}
+
+func (n *Nodelet) checkSourcesReady() {
+	if n.sourcesSeen[sourceFile] && n.sourcesSeen[sourceAPI] {
+		n.sourcesReady.Store(true)
 	}
 }
 
@@ -212,6 +271,15 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Resync:       cfg.SyncFrequency.Duration,
 		OnTerminated: n.onTerminated,
 	})
+	if n.client != nil {
+		n.apiSource = apiserver.New(n.client, n.opts.NodeName)
+		n.nodeStatus = nodestatus.New(nodestatus.Config{
+			Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
+			Kubelet: cfg, Runtime: rs, Images: is, RootDir: n.opts.RootDir, Clock: n.clock, Recorder: n.recorder,
+		})
+		n.mirrors = mirror.New(n.client, n.apiSource.Lister(), n.nodeStatus.Node)
+		n.syncer = status.NewSyncer(n.client, n.apiSource.Lister(), n.statuses, n.clock)
+	}
 }
 
 func (n *Nodelet) healthHandler() http.Handler {
@@ -242,162 +310,6 @@ func (n *Nodelet) healthHandler() http.Handler {
 	)
 }
 
-// applySource makes the desired state the file source's latest pod set.
-func (n *Nodelet) applySource(ctx context.Context, pods []*v1.Pod) {
-	logger := klog.FromContext(ctx)
-	next := make(map[types.UID]*v1.Pod, len(pods))
-	for _, p := range pods {
-		next[p.UID] = p
-	}
-	n.mu.Lock()
-	old := n.pods
-	var added, updated []*v1.Pod
-	var removed []*v1.Pod
-	for uid, p := range next {
-		if o, ok := old[uid]; !ok {
-			added = append(added, p)
-		} else if o.ResourceVersion != p.ResourceVersion || !podsSemanticEqual(o, p) {
-			updated = append(updated, p)
-		}
-	}
-	for uid, p := range old {
-		if _, ok := next[uid]; !ok {
-			removed = append(removed, p)
-			delete(n.rejected, uid)
-		}
-	}
-	n.pods = next
-	n.mu.Unlock()
-
-	for _, p := range removed {
-		logger.Info("Pod removed from its source; terminating it", "pod", klog.KObj(p), "podUID", p.UID)
-		n.workers.Terminate(p.UID, p, nil, nil)
-	}
-	for _, p := range added {
-		if reason, msg, ok := n.admit(p); !ok {
-			logger.Info("Pod rejected", "pod", klog.KObj(p), "reason", reason, "message", msg)
-			n.recorder.Event(p, v1.EventTypeWarning, reason, msg)
-			n.statuses.Set(p, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg})
-			n.mu.Lock()
-			n.rejected[p.UID] = true
-			n.mu.Unlock()
-			continue
-		}
-		logger.Info("Pod added", "pod", klog.KObj(p), "podUID", p.UID)
-		// The same UID may have run and finished before (a manifest removed
-		// and put back).
-		n.workers.Forget(p.UID)
-		n.workers.Sync(p)
-	}
-	for _, p := range updated {
-		n.mu.RLock()
-		rej := n.rejected[p.UID]
-		n.mu.RUnlock()
-		if !rej {
-			n.workers.Sync(p)
-		}
-	}
-}
-
-// admit applies the node's admission rules to a new pod.
-func (n *Nodelet) admit(pod *v1.Pod) (string, string, bool) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	active := 0
-	for uid := range n.pods {
-		if uid != pod.UID && !n.rejected[uid] {
-			active++
-		}
-	}
-	if max := int(n.opts.Config.MaxPods); active >= max {
-		return "OutOfpods", fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", active, max), false
-	}
-	return "", "", true
-}
-
-// desired returns the desired pod with uid.
-func (n *Nodelet) desired(uid types.UID) (*v1.Pod, bool) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	p, ok := n.pods[uid]
-	return p, ok && !n.rejected[uid]
-}
-
-func (n *Nodelet) onTerminated(uid types.UID) {
-	// The same pod may have come back while it was terminating. Otherwise
-	// the worker's memory of the finished pod stays until housekeeping sees
-	// the runtime no longer has it, so a stale relist cannot start a second
-	// termination.
-	if p, ok := n.desired(uid); ok {
-		n.workers.Forget(uid)
-		n.workers.Sync(p)
-	}
-}
-
-// housekeeping stops runtime pods nobody wants and removes directories of
-// pods that are gone. It waits for every source to have been seen, so pods
-// are never killed just because their source is slow at start.
-func (n *Nodelet) housekeeping(ctx context.Context) {
-	if !n.sourcesReady.Load() {
-		return
-	}
-	running, ok := n.pleg.RunningPods()
-	if !ok {
-		return
-	}
-	logger := klog.FromContext(ctx)
-	inRuntime := map[types.UID]bool{}
-	for _, rp := range running {
-		inRuntime[rp.UID] = true
-		if _, want := n.desired(rp.UID); want || n.workers.Has(rp.UID) {
-			continue
-		}
-		logger.Info("Found a pod in the runtime that is not desired; terminating it", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
-		n.workers.Terminate(rp.UID, nil, rp, nil)
-	}
-	for _, uid := range n.workers.Finished() {
-		if !inRuntime[uid] {
-			n.workers.Forget(uid)
-		}
-	}
-	// Directories of pods that are gone.
-	if uids, err := n.volumes.PodUIDs(); err == nil {
-		for _, uid := range uids {
-			if _, want := n.desired(uid); want || inRuntime[uid] || n.workers.Has(uid) {
-				continue
-			}
-			if err := n.volumes.Teardown(uid); err != nil {
-				logger.Error(err, "Cannot remove the directory of a removed pod", "podUID", uid)
-			} else {
-				logger.V(2).Info("Removed the directory of a removed pod", "podUID", uid)
-			}
-		}
-	}
-	n.cleanLogDirs(ctx, inRuntime)
-	n.runtime.GCBackoff()
-}
-
-// cleanLogDirs removes <podLogsDir>/<ns>_<name>_<uid> of pods that are gone.
-func (n *Nodelet) cleanLogDirs(ctx context.Context, inRuntime map[types.UID]bool) {
-	entries, err := os.ReadDir(n.opts.Config.PodLogsDir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		parts := strings.Split(e.Name(), "_")
-		if !e.IsDir() || len(parts) != 3 {
-			continue
-		}
-		uid := types.UID(parts[2])
-		if _, want := n.desired(uid); want || inRuntime[uid] || n.workers.Has(uid) {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(n.opts.Config.PodLogsDir, e.Name())); err == nil {
-			klog.FromContext(ctx).V(2).Info("Removed the logs of a removed pod", "podUID", uid)
-		}
-	}
-}
-
 // nodeIPs is --node-ip, or the first global unicast IPv4 address of an
 // interface that is up.
 func nodeIPs(flag string) []string {
@@ -420,4 +332,15 @@ func nodeIPs(flag string) []string {
 		}
 	}
 	return nil
+}
+
+// static nodeFor standalone admission: only maxPods applies.
+func (n *Nodelet) admissionNode() *v1.Node {
+	if n.nodeStatus != nil {
+		return n.nodeStatus.Node()
+	}
+	node := &v1.Node{}
+	node.Name = n.opts.NodeName
+	node.Status.Allocatable = v1.ResourceList{v1.ResourcePods: *resourceQuantity(int64(n.opts.Config.MaxPods))}
+	return node
 }

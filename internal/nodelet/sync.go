@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/status"
 )
 
@@ -21,12 +22,23 @@ const mountRetry = 10 * time.Second
 // SyncPod implements podworkers.Syncer: it brings one pod to its spec and
 // records its status.
 func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	if n.mirrors != nil && podspec.IsStatic(pod) {
+		if err := n.mirrors.Ensure(ctx, pod); err != nil {
+			logger.Error(err, "Cannot create the mirror pod", "pod", klog.KObj(pod))
+		}
+	}
 	rs, err := n.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return 0, err
 	}
+	// A pod the API already reports as finished never runs again, even if
+	// the runtime lost its containers; its API status is final.
+	if isTerminal(pod.Status.Phase) {
+		return 0, n.runtime.KillPod(ctx, pod, runningFromStatus(rs, nil), nil)
+	}
 	var res kuberuntime.SyncResult
-	paths, err := n.volumes.Setup(pod)
+	paths, err := n.volumes.Setup(ctx, pod)
 	if err != nil {
 		msg := fmt.Sprintf("MountVolume.SetUp failed: %v", err)
 		n.recorder.Event(pod, v1.EventTypeWarning, "FailedMount", msg)
@@ -48,10 +60,15 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 	return res.RequeueAfter, err
 }
 
-func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberuntime.SyncResult) {
+// setStatus computes and records the pod's status. The first status of an
+// API pod continues from what the API has (start time, transition times,
+// a terminal phase).
+func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberuntime.SyncResult) v1.PodStatus {
 	var prev *v1.PodStatus
 	if old, ok := n.statuses.Get(pod.UID); ok {
 		prev = &old
+	} else if pod.Status.Phase != "" && !podspec.IsStatic(pod) {
+		prev = pod.Status.DeepCopy()
 	}
 	st := status.Generate(status.Input{
 		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: n.hostIPs, RuntimeName: n.runtimeName, Now: n.clock.Now(),
@@ -59,10 +76,13 @@ func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberunt
 	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
 		n.statuses.Set(pod, st)
 	}
+	return st
 }
 
 // TerminatePod implements podworkers.Syncer: it stops the pod gracefully and
-// removes its sandboxes, containers, logs and directories.
+// removes its sandboxes, containers, logs and directories. A pod deleted in
+// the API gets its final status written and is then deleted for good; a
+// static pod's mirror pod is deleted.
 func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, grace *int64) error {
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
@@ -80,6 +100,18 @@ func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberu
 	if rs, err = n.runtime.GetPodStatus(ctx, uid, name, ns); err != nil {
 		return err
 	}
+	if pod != nil && n.syncer != nil && pod.DeletionTimestamp != nil && !podspec.IsStatic(pod) {
+		final := n.setStatus(pod, rs, kuberuntime.SyncResult{})
+		final.Phase = finalPhase(final)
+		if err := n.syncer.Finish(ctx, pod, final); err != nil {
+			return err
+		}
+	}
+	if pod != nil && n.mirrors != nil && podspec.IsStatic(pod) {
+		if err := n.mirrors.Delete(ctx, pod); err != nil {
+			logger.Error(err, "Cannot delete the mirror pod", "pod", klog.KObj(pod))
+		}
+	}
 	if err := n.runtime.RemovePod(ctx, runningFromStatus(rs, running)); err != nil {
 		return err
 	}
@@ -89,8 +121,25 @@ func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberu
 	if pod != nil {
 		n.puller.Forget(pod)
 	}
+	if n.apiGetter != nil {
+		n.apiGetter.Forget(uid)
+	}
 	n.statuses.Delete(uid)
 	return nil
+}
+
+// finalPhase is the phase of a pod whose containers were all stopped:
+// Succeeded when every container exited 0, Failed otherwise.
+func finalPhase(st v1.PodStatus) v1.PodPhase {
+	if isTerminal(st.Phase) {
+		return st.Phase
+	}
+	for _, c := range st.ContainerStatuses {
+		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
+			return v1.PodFailed
+		}
+	}
+	return v1.PodSucceeded
 }
 
 func podIdentity(pod *v1.Pod, running *kuberuntime.RunningPod) (uid types.UID, name, ns string) {
@@ -117,5 +166,3 @@ func runningFromStatus(rs *kuberuntime.PodStatus, listed *kuberuntime.RunningPod
 	}
 	return rp
 }
-
-func podsSemanticEqual(a, b *v1.Pod) bool { return apiequality.Semantic.DeepEqual(a, b) }

@@ -18,7 +18,9 @@ type fakeLister struct {
 	err  error
 }
 
-func (f *fakeLister) GetPods(context.Context) ([]*kuberuntime.RunningPod, error) { return f.pods, f.err }
+func (f *fakeLister) GetPods(context.Context) ([]*kuberuntime.RunningPod, error) {
+	return f.pods, f.err
+}
 
 func rpod(uid string, boxState runtimeapi.PodSandboxState, containers map[string]runtimeapi.ContainerState) *kuberuntime.RunningPod {
 	p := &kuberuntime.RunningPod{UID: types.UID("u-" + uid)}
@@ -28,7 +30,6 @@ func rpod(uid string, boxState runtimeapi.PodSandboxState, containers map[string
 	}
 	return p
 }
-
 
 func drain(g *Generic) map[string]EventType {
 	out := map[string]EventType{}

@@ -83,9 +83,13 @@ func TestApplyStaticDefaults(t *testing.T) {
 	}
 	// Content, file and node all feed the UID.
 	for name, mutate := range map[string]func() (*v1.Pod, string, string){
-		"content": func() (*v1.Pod, string, string) { p := mk(); p.Spec.Containers[0].Image = "busybox:1.37"; return p, "/etc/m/web.yaml", "Node-1" },
-		"file":    func() (*v1.Pod, string, string) { return mk(), "/etc/m/other.yaml", "Node-1" },
-		"node":    func() (*v1.Pod, string, string) { return mk(), "/etc/m/web.yaml", "node-2" },
+		"content": func() (*v1.Pod, string, string) {
+			p := mk()
+			p.Spec.Containers[0].Image = "busybox:1.37"
+			return p, "/etc/m/web.yaml", "Node-1"
+		},
+		"file": func() (*v1.Pod, string, string) { return mk(), "/etc/m/other.yaml", "Node-1" },
+		"node": func() (*v1.Pod, string, string) { return mk(), "/etc/m/web.yaml", "node-2" },
 	} {
 		p, path, node := mutate()
 		_ = ApplyStaticDefaults(p, path, node)
@@ -120,7 +124,9 @@ func TestValidate(t *testing.T) {
 		{"no image", func(p *v1.Pod) { p.Spec.Containers[0].Image = "" }, "spec.containers[0].image: Required value"},
 		{"duplicate container", func(p *v1.Pod) { p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0]) }, "spec.containers[1].name: Duplicate value"},
 		{"bad restart policy", func(p *v1.Pod) { p.Spec.RestartPolicy = "Sometimes" }, "spec.restartPolicy: Unsupported value"},
-		{"bad port", func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 70000, Protocol: "TCP"}} }, "containerPort: Invalid value"},
+		{"bad port", func(p *v1.Pod) {
+			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 70000, Protocol: "TCP"}}
+		}, "containerPort: Invalid value"},
 		{"mount of a missing volume", func(p *v1.Pod) {
 			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "nope", MountPath: "/x"}}
 		}, "volumeMounts[0].name: Not found"},

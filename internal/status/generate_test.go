@@ -109,12 +109,12 @@ func TestQOSClass(t *testing.T) {
 		pod  *v1.Pod
 		want v1.PodQOSClass
 	}{
-		"none":       {mk(nil, nil), v1.PodQOSBestEffort},
-		"equal":      {mk(both, both), v1.PodQOSGuaranteed},
-		"limits":     {mk(nil, both), v1.PodQOSGuaranteed},
-		"requests":   {mk(both, nil), v1.PodQOSBurstable},
-		"cpu only":   {mk(v1.ResourceList{v1.ResourceCPU: q("1")}, v1.ResourceList{v1.ResourceCPU: q("1")}), v1.PodQOSBurstable},
-		"req < lim":  {mk(v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("1Gi")}, both), v1.PodQOSBurstable},
+		"none":      {mk(nil, nil), v1.PodQOSBestEffort},
+		"equal":     {mk(both, both), v1.PodQOSGuaranteed},
+		"limits":    {mk(nil, both), v1.PodQOSGuaranteed},
+		"requests":  {mk(both, nil), v1.PodQOSBurstable},
+		"cpu only":  {mk(v1.ResourceList{v1.ResourceCPU: q("1")}, v1.ResourceList{v1.ResourceCPU: q("1")}), v1.PodQOSBurstable},
+		"req < lim": {mk(v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("1Gi")}, both), v1.PodQOSBurstable},
 	} {
 		if got := QOSClass(tt.pod); got != tt.want {
 			t.Errorf("%s: %s, want %s", name, got, tt.want)

@@ -10,29 +10,91 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Store keeps the latest status of every pod. Safe for concurrent use.
+// Store keeps the latest status of every pod and which ones changed since a
+// Syncer last took them. Safe for concurrent use.
 type Store struct {
-	mu       sync.RWMutex
-	statuses map[types.UID]v1.PodStatus
+	mu      sync.RWMutex
+	entries map[types.UID]*entry
+	dirty   map[types.UID]bool
+	changed chan struct{}
+}
+
+type entry struct {
+	pod    *v1.Pod
+	status v1.PodStatus
 }
 
 // NewStore returns an empty Store.
-func NewStore() *Store { return &Store{statuses: map[types.UID]v1.PodStatus{}} }
+func NewStore() *Store {
+	return &Store{entries: map[types.UID]*entry{}, dirty: map[types.UID]bool{}, changed: make(chan struct{}, 1)}
+}
 
 // Get returns the pod's latest status.
 func (s *Store) Get(uid types.UID) (v1.PodStatus, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st, ok := s.statuses[uid]
-	return st, ok
+	e, ok := s.entries[uid]
+	if !ok {
+		return v1.PodStatus{}, false
+	}
+	return e.status, true
 }
 
-// Set records pod's status and logs a phase change.
+// Changed is signalled (coalesced) whenever a status is set.
+func (s *Store) Changed() <-chan struct{} { return s.changed }
+
+// TakeDirty returns the pods whose status changed since the last call, with
+// their latest status, and clears the set.
+func (s *Store) TakeDirty() map[types.UID]entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[types.UID]entry, len(s.dirty))
+	for uid := range s.dirty {
+		if e, ok := s.entries[uid]; ok {
+			out[uid] = *e
+		}
+	}
+	s.dirty = map[types.UID]bool{}
+	return out
+}
+
+// MarkDirty asks for the pod's status to be written again.
+func (s *Store) MarkDirty(uid types.UID) {
+	s.mu.Lock()
+	if _, ok := s.entries[uid]; ok {
+		s.dirty[uid] = true
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Store) markAllDirty() {
+	s.mu.Lock()
+	for uid := range s.entries {
+		s.dirty[uid] = true
+	}
+	s.mu.Unlock()
+}
+
+func (s *Store) signal() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Set records pod's status and logs a change of its summary.
 func (s *Store) Set(pod *v1.Pod, st v1.PodStatus) {
 	s.mu.Lock()
-	old, had := s.statuses[pod.UID]
-	s.statuses[pod.UID] = st
+	var old v1.PodStatus
+	e, had := s.entries[pod.UID]
+	if had {
+		old = e.status
+	}
+	s.entries[pod.UID] = &entry{pod: pod, status: st}
+	s.dirty[pod.UID] = true
 	s.mu.Unlock()
+	s.signal()
 	if sum := Summary(st); !had || sum != Summary(old) || old.PodIP != st.PodIP {
 		klog.InfoS("Pod status", "pod", klog.KObj(pod), "phase", st.Phase, "podIP", st.PodIP, "containers", sum)
 	}
@@ -68,6 +130,7 @@ func Summary(st v1.PodStatus) string {
 // Delete forgets a pod.
 func (s *Store) Delete(uid types.UID) {
 	s.mu.Lock()
-	delete(s.statuses, uid)
+	delete(s.entries, uid)
+	delete(s.dirty, uid)
 	s.mu.Unlock()
 }

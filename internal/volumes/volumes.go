@@ -1,6 +1,7 @@
 package volumes
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,20 +16,26 @@ import (
 // Manager prepares pod volumes under a pods directory.
 type Manager struct {
 	podsDir string
+	getter  Getter
 }
 
-// NewManager returns a Manager for <root-dir>/pods.
-func NewManager(podsDir string) *Manager { return &Manager{podsDir: podsDir} }
+// NewManager returns a Manager for <root-dir>/pods. getter reads the API
+// objects that configMap, secret and projected volumes need; nil in
+// standalone mode.
+func NewManager(podsDir string, getter Getter) *Manager {
+	return &Manager{podsDir: podsDir, getter: getter}
+}
 
 // PodDir is the directory of the pod with uid.
 func (m *Manager) PodDir(uid types.UID) string { return filepath.Join(m.podsDir, string(uid)) }
 
 // Setup prepares every volume of pod and returns each volume's host path by
-// volume name. It is idempotent.
-func (m *Manager) Setup(pod *v1.Pod) (map[string]string, error) {
+// volume name. It is idempotent; projected contents are rewritten (atomically)
+// when they changed.
+func (m *Manager) Setup(ctx context.Context, pod *v1.Pod) (map[string]string, error) {
 	paths := make(map[string]string, len(pod.Spec.Volumes))
 	for _, v := range pod.Spec.Volumes {
-		p, err := m.setup(pod, &v)
+		p, err := m.setup(ctx, pod, &v)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
 		}
@@ -37,13 +44,30 @@ func (m *Manager) Setup(pod *v1.Pod) (map[string]string, error) {
 	return paths, nil
 }
 
-func (m *Manager) setup(pod *v1.Pod, v *v1.Volume) (string, error) {
+func (m *Manager) setup(ctx context.Context, pod *v1.Pod, v *v1.Volume) (string, error) {
 	switch {
+	case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
+		files, err := m.project(ctx, pod, v)
+		if err != nil {
+			return "", err
+		}
+		dir := filepath.Join(m.PodDir(pod.UID), "volumes", pluginDir(v), v.Name)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return "", err
+		}
+		// Secrets and projected volumes (service account tokens) live in
+		// memory, never on disk, as upstream.
+		if v.Secret != nil || v.Projected != nil {
+			if err := ensureTmpfs(dir); err != nil {
+				return "", err
+			}
+		}
+		return dir, writeAtomic(dir, files)
 	case v.EmptyDir != nil:
 		if v.EmptyDir.Medium != v1.StorageMediumDefault {
 			return "", fmt.Errorf("emptyDir medium %q is not supported yet", v.EmptyDir.Medium)
 		}
-		dir := filepath.Join(m.PodDir(pod.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
+		dir := filepath.Join(m.PodDir(pod.UID), "volumes", pluginDir(v), v.Name)
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return "", err
 		}
@@ -54,6 +78,23 @@ func (m *Manager) setup(pod *v1.Pod, v *v1.Volume) (string, error) {
 	default:
 		return "", fmt.Errorf("volume type %s is not supported yet", volumeType(v))
 	}
+}
+
+// pluginDir names a volume's directory as upstream's plugins do.
+func pluginDir(v *v1.Volume) string {
+	switch {
+	case v.Secret != nil:
+		return "kubernetes.io~secret"
+	case v.DownwardAPI != nil:
+		return "kubernetes.io~downward-api"
+	case v.Projected != nil:
+		return "kubernetes.io~projected"
+	case v.ConfigMap != nil:
+		return "kubernetes.io~configmap"
+	case v.EmptyDir != nil:
+		return "kubernetes.io~empty-dir"
+	}
+	return "other"
 }
 
 func checkHostPath(h *v1.HostPathVolumeSource) error {
@@ -112,6 +153,9 @@ func (m *Manager) Teardown(uid types.UID) error {
 	dir := m.PodDir(uid)
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	if err := unmountTmpfsUnder(dir); err != nil {
+		return err
 	}
 	if err := checkNoMounts(dir); err != nil {
 		return err

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# cluster-up: a real control plane on 127.0.0.1 for the local stack: etcd,
+# kube-apiserver (Node,RBAC authorization, NodeRestriction), kube-controller-
+# manager (fast node-monitor flags) and kube-scheduler, built from the Go
+# module proxy (hack/cluster/build.sh). Idempotent. Adds KUBECONFIG,
+# NODE_NAME, NODE_KUBECONFIG, NODE_TLS_CERT, NODE_TLS_KEY, CLIENT_CA_FILE,
+# KUBECTL and K8S_BIN to .stack/env.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+need_root
+[ -f "$STACK_DIR/env" ] || bash "$REPO_ROOT/hack/stack-up.sh"
+# shellcheck source=/dev/null
+source "$STACK_DIR/env"
+
+K8S_VERSION="${K8S_VERSION:-v1.37.2}"
+K8S_BIN="${K8S_CACHE_DIR:-$REPO_ROOT/.cache/k8s}/$K8S_VERSION/bin"
+CL="$STACK_DIR/cluster"
+PKI="$CL/pki"
+NODE_NAME="${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}"
+mkdir -p "$CL/logs" "$CL/run"
+
+bash "$REPO_ROOT/hack/cluster/build.sh"
+if [ ! -x "$STACK_DIR/bin/pki" ]; then
+	(cd "$REPO_ROOT" && go build -o "$STACK_DIR/bin/pki" ./hack/tools/pki) || die "building pki failed"
+fi
+"$STACK_DIR/bin/pki" cluster --dir "$PKI"
+"$STACK_DIR/bin/pki" node --dir "$PKI" --name "$NODE_NAME" --ip "$NODE_IP"
+
+# start NAME CMD...: runs CMD in the background unless NAME already runs.
+start() {
+	local name=$1
+	shift
+	pid_alive "$CL/run/$name.pid" && return 0
+	log "starting $name"
+	setsid "$@" >"$CL/logs/$name.log" 2>&1 </dev/null &
+	echo $! >"$CL/run/$name.pid"
+}
+
+# wait_for NAME SECONDS CMD...: polls CMD until it succeeds.
+wait_for() {
+	local name=$1 secs=$2
+	shift 2
+	for _ in $(seq $((secs * 5))); do
+		"$@" >/dev/null 2>&1 && return 0
+		pid_alive "$CL/run/$name.pid" || break
+		sleep 0.2
+	done
+	tail -n 40 "$CL/logs/$name.log" >&2
+	die "$name did not become ready"
+}
+
+api() { curl -fsS --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "https://127.0.0.1:6443$1"; }
+
+start etcd "$K8S_BIN/etcd" --name local --data-dir "$CL/etcd" \
+	--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+	--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+	--initial-cluster local=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
+wait_for etcd 20 curl -fsS http://127.0.0.1:2379/health
+
+# Audit every request of node identities (metadata only), so the API load a
+# node agent causes can be counted from the API server's side.
+cat >"$CL/audit-policy.yaml" <<YAML
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  userGroups: ["system:nodes"]
+- level: None
+YAML
+start kube-apiserver "$K8S_BIN/kube-apiserver" \
+	--audit-policy-file="$CL/audit-policy.yaml" --audit-log-path="$CL/logs/audit.log" \
+	--audit-log-maxsize=100 --audit-log-maxbackup=1 \
+	--etcd-servers=http://127.0.0.1:2379 --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=6443 \
+	--endpoint-reconciler-type=none \
+	--tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+	--client-ca-file="$PKI/ca.crt" \
+	--kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+	--kubelet-certificate-authority="$PKI/ca.crt" --kubelet-preferred-address-types=InternalIP \
+	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
+	--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+	--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+	--service-cluster-ip-range=10.96.0.0/12 --allow-privileged=true
+wait_for kube-apiserver 90 api /readyz
+
+start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
+	--kubeconfig="$PKI/admin.kubeconfig" --authentication-kubeconfig="$PKI/admin.kubeconfig" \
+	--authorization-kubeconfig="$PKI/admin.kubeconfig" --bind-address=127.0.0.1 \
+	--leader-elect=false --use-service-account-credentials \
+	--service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+	--cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+	--controllers='*,bootstrapsigner,tokencleaner' \
+	--node-monitor-period=1s --node-monitor-grace-period=10s --node-startup-grace-period=10s
+start kube-scheduler "$K8S_BIN/kube-scheduler" \
+	--kubeconfig="$PKI/scheduler.kubeconfig" --authentication-kubeconfig="$PKI/scheduler.kubeconfig" \
+	--authorization-kubeconfig="$PKI/scheduler.kubeconfig" --bind-address=127.0.0.1 --leader-elect=false
+wait_for kube-controller-manager 60 api /api/v1/namespaces/default/serviceaccounts/default
+wait_for kube-scheduler 60 curl -fsSk https://127.0.0.1:10259/healthz
+
+# The cluster block of .stack/env, replaced on every run.
+sed -i '/^# cluster-up begin/,/^# cluster-up end/d' "$STACK_DIR/env"
+cat >>"$STACK_DIR/env" <<ENV
+# cluster-up begin
+export K8S_BIN="$K8S_BIN"
+export KUBECTL="$K8S_BIN/kubectl"
+export KUBECONFIG="$PKI/admin.kubeconfig"
+export NODE_NAME="$NODE_NAME"
+export NODE_KUBECONFIG="$PKI/node-$NODE_NAME.kubeconfig"
+export NODE_TLS_CERT="$PKI/node-$NODE_NAME-serving.crt"
+export NODE_TLS_KEY="$PKI/node-$NODE_NAME-serving.key"
+export CLIENT_CA_FILE="$PKI/ca.crt"
+export CLUSTER_PKI="$PKI"
+export AUDIT_LOG="$CL/logs/audit.log"
+# cluster-up end
+ENV
+log "control plane up: source $STACK_DIR/env; \$KUBECTL get nodes"

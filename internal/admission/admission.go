@@ -1,0 +1,156 @@
+// Package admission owns the node's admission of pods, as upstream does
+// before running a pod: the pod must be bound to this node, match its node
+// selector and required node affinity, tolerate its NoExecute taints, and
+// fit into the node's allocatable resources next to the pods already
+// admitted (OutOfcpu, OutOfmemory, OutOfpods, ...). Host port conflicts are
+// checked too. A rejected pod is never run; its status says why.
+package admission
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+)
+
+// Result is an admission decision; Reason and Message say why not.
+type Result struct {
+	Admit   bool
+	Reason  string
+	Message string
+}
+
+// Admit decides whether pod may run on node next to the admitted pods.
+func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
+	if node == nil {
+		return Result{Admit: true}
+	}
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
+		return reject("NodeName", "Predicate NodeName failed: pod is bound to node %q", pod.Spec.NodeName)
+	}
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+		return reject("NodeAffinity", "Predicate NodeAffinity failed")
+	}
+	noExecute := func(t *v1.Taint) bool { return t.Effect == v1.TaintEffectNoExecute }
+	if taint, found := v1helper.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noExecute, false); found {
+		return reject("TaintToleration", "Predicate TaintToleration failed: node has untolerated taint {%s: %s}", taint.Key, taint.Value)
+	}
+	if port, clash := hostPortClash(pod, admitted); clash {
+		return reject("NodePorts", "Predicate NodePorts failed: host port %d is already in use", port)
+	}
+	alloc := node.Status.Allocatable
+	if n := int64(len(admitted)) + 1; alloc.Pods().Value() > 0 && n > alloc.Pods().Value() {
+		return reject("OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", len(admitted), alloc.Pods().Value())
+	}
+	want := PodRequests(pod)
+	used := v1.ResourceList{}
+	for _, p := range admitted {
+		for name, q := range PodRequests(p) {
+			add(used, name, q)
+		}
+	}
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
+		req, ok := want[name]
+		if !ok || req.IsZero() {
+			continue
+		}
+		capQ, has := alloc[name]
+		if !has {
+			continue
+		}
+		u := used[name]
+		total := u.DeepCopy()
+		total.Add(req)
+		if total.Cmp(capQ) > 0 {
+			return reject("OutOf"+string(name), "Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				name, amount(name, req), amount(name, u), amount(name, capQ))
+		}
+	}
+	return Result{Admit: true}
+}
+
+func reject(reason, format string, args ...any) Result {
+	return Result{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// amount is how upstream prints a quantity in admission messages:
+// millicores for cpu, bytes otherwise.
+func amount(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// PodRequests is the pod's effective requests: the larger of the sum of its
+// app (and sidecar) containers and its largest init container, plus overhead.
+func PodRequests(pod *v1.Pod) v1.ResourceList {
+	sum := v1.ResourceList{}
+	for _, c := range pod.Spec.Containers {
+		for name, q := range c.Resources.Requests {
+			add(sum, name, q)
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			for name, q := range c.Resources.Requests {
+				add(sum, name, q)
+			}
+			continue
+		}
+		for name, q := range c.Resources.Requests {
+			if cur, ok := sum[name]; !ok || q.Cmp(cur) > 0 {
+				sum[name] = q.DeepCopy()
+			}
+		}
+	}
+	for name, q := range pod.Spec.Overhead {
+		add(sum, name, q)
+	}
+	return sum
+}
+
+func add(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
+	if cur, ok := l[name]; ok {
+		cur.Add(q)
+		l[name] = cur
+		return
+	}
+	l[name] = q.DeepCopy()
+}
+
+func hostPortClash(pod *v1.Pod, admitted []*v1.Pod) (int32, bool) {
+	type hostPort struct {
+		port  int32
+		proto v1.Protocol
+		ip    string
+	}
+	each := func(p *v1.Pod, fn func(hostPort)) {
+		for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for _, c := range cs {
+				for _, cp := range c.Ports {
+					if cp.HostPort > 0 {
+						fn(hostPort{cp.HostPort, cp.Protocol, cp.HostIP})
+					}
+				}
+			}
+		}
+	}
+	var used []hostPort
+	for _, p := range admitted {
+		each(p, func(h hostPort) { used = append(used, h) })
+	}
+	var clash int32
+	each(pod, func(h hostPort) {
+		for _, u := range used {
+			// The same port and protocol clash unless both name different IPs.
+			if u.port == h.port && u.proto == h.proto && (u.ip == "" || h.ip == "" || u.ip == h.ip) {
+				clash = h.port
+			}
+		}
+	})
+	return clash, clash != 0
+}

@@ -1,0 +1,73 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func node() *v1.Node {
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"disk": "ssd"}},
+		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: "dedicated", Value: "x", Effect: v1.TaintEffectNoExecute}}},
+		Status: v1.NodeStatus{Allocatable: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi"), v1.ResourcePods: resource.MustParse("3"),
+		}},
+	}
+}
+
+func pod(cpu string, mutate ...func(*v1.Pod)) *v1.Pod {
+	p := &v1.Pod{Spec: v1.PodSpec{NodeName: "n1",
+		Tolerations: []v1.Toleration{{Key: "dedicated", Operator: v1.TolerationOpExists}},
+		Containers:  []v1.Container{{Name: "c"}}}}
+	if cpu != "" {
+		p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func TestAdmit(t *testing.T) {
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		admitted []*v1.Pod
+		reason   string
+		message  string
+	}{
+		{"fits", pod("1"), []*v1.Pod{pod("500m")}, "", ""},
+		{"out of cpu", pod("1500m"), []*v1.Pod{pod("1")}, "OutOfcpu", "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000"},
+		{"out of memory", pod("", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("2Gi")}
+		}), nil, "OutOfmemory", "memory, requested: 2147483648"},
+		{"out of pods", pod(""), []*v1.Pod{pod(""), pod(""), pod("")}, "OutOfpods", "pods, requested: 1, used: 3, capacity: 3"},
+		{"other node", pod("", func(p *v1.Pod) { p.Spec.NodeName = "n2" }), nil, "NodeName", ""},
+		{"node selector mismatch", pod("", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }), nil, "NodeAffinity", "Predicate NodeAffinity failed"},
+		{"node selector match", pod("", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} }), nil, "", ""},
+		{"untolerated NoExecute taint", pod("", func(p *v1.Pod) { p.Spec.Tolerations = nil }), nil, "TaintToleration", "dedicated"},
+		{"host port clash", pod("", func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{HostPort: 80, Protocol: "TCP"}} }),
+			[]*v1.Pod{pod("", func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{HostPort: 80, Protocol: "TCP"}} })}, "NodePorts", ""},
+		{"init container max, not sum", pod("1", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "i", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}}}
+		}), nil, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Admit(node(), tt.pod, tt.admitted)
+			if tt.reason == "" {
+				if !r.Admit {
+					t.Fatalf("rejected: %s %s", r.Reason, r.Message)
+				}
+				return
+			}
+			if r.Admit || r.Reason != tt.reason || !strings.Contains(r.Message, tt.message) {
+				t.Errorf("got %+v, want reason %s with %q", r, tt.reason, tt.message)
+			}
+		})
+	}
+}

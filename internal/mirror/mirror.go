@@ -1,0 +1,112 @@
+// Package mirror owns mirror pods: the read-only copies of static pods that
+// nodelet keeps in the API server so that the cluster sees them. A mirror
+// pod carries the kubernetes.io/config.mirror annotation (the static pod's
+// hash) and is owned by the Node. A deleted mirror pod is created again; a
+// mirror pod whose hash no longer matches its static pod (the manifest
+// changed) is replaced. Deleting a mirror pod never stops the static pod.
+package mirror
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// Manager creates, replaces and deletes mirror pods.
+type Manager struct {
+	client kubernetes.Interface
+	lister corelisters.PodLister
+	// node returns the Node that owns mirror pods (nil until registered).
+	node func() *v1.Node
+}
+
+// New returns a Manager.
+func New(client kubernetes.Interface, lister corelisters.PodLister, node func() *v1.Node) *Manager {
+	return &Manager{client: client, lister: lister, node: node}
+}
+
+// Get returns the mirror pod of a static pod, if the informer has one.
+func (m *Manager) Get(static *v1.Pod) *v1.Pod {
+	p, err := m.lister.Pods(static.Namespace).Get(static.Name)
+	if err != nil {
+		return nil
+	}
+	if _, ok := p.Annotations[podspec.ConfigMirrorAnnotationKey]; !ok {
+		return nil
+	}
+	return p
+}
+
+// Ensure makes the static pod's mirror pod exist and match it.
+func (m *Manager) Ensure(ctx context.Context, static *v1.Pod) error {
+	node := m.node()
+	if node == nil || node.UID == "" {
+		return nil // not registered yet: the next sync does it
+	}
+	hash := static.Annotations[podspec.ConfigHashAnnotationKey]
+	cur := m.Get(static)
+	if cur != nil && cur.Annotations[podspec.ConfigMirrorAnnotationKey] == hash && cur.DeletionTimestamp == nil {
+		return nil
+	}
+	if cur != nil {
+		if err := m.delete(ctx, cur); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).V(2).Info("Replaced an outdated mirror pod", "pod", klog.KObj(static))
+	}
+	mp := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        static.Name,
+			Namespace:   static.Namespace,
+			Labels:      static.Labels,
+			Annotations: map[string]string{},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptrTrue(),
+			}},
+		},
+		Spec: *static.Spec.DeepCopy(),
+	}
+	for k, v := range static.Annotations {
+		mp.Annotations[k] = v
+	}
+	mp.Annotations[podspec.ConfigMirrorAnnotationKey] = hash
+	_, err := m.client.CoreV1().Pods(static.Namespace).Create(ctx, mp, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil // the informer has not seen it yet
+	}
+	if err != nil {
+		return fmt.Errorf("create mirror pod: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Created mirror pod", "pod", klog.KObj(static))
+	return nil
+}
+
+// Delete removes the static pod's mirror pod, if any.
+func (m *Manager) Delete(ctx context.Context, static *v1.Pod) error {
+	if cur := m.Get(static); cur != nil {
+		return m.delete(ctx, cur)
+	}
+	return nil
+}
+
+func (m *Manager) delete(ctx context.Context, mp *v1.Pod) error {
+	uid := mp.UID
+	err := m.client.CoreV1().Pods(mp.Namespace).Delete(ctx, mp.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64),
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete mirror pod: %w", err)
+	}
+	return nil
+}
+
+func ptrTrue() *bool { t := true; return &t }

@@ -1,0 +1,51 @@
+package nodelet
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodelet/nodelet/internal/config"
+)
+
+// newClient builds the API client from --kubeconfig, with the
+// configuration's QPS, burst and content type.
+func newClient(opts *config.Options) (kubernetes.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", opts.KubeconfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", opts.KubeconfigPath, err)
+	}
+	cfg := &opts.Config
+	rc.QPS = float32(*cfg.KubeAPIQPS)
+	rc.Burst = int(cfg.KubeAPIBurst)
+	rc.ContentType = cfg.ContentType
+	if rc.ContentType == "" {
+		rc.ContentType = "application/vnd.kubernetes.protobuf"
+	}
+	rc.AcceptContentTypes = rc.ContentType + ",application/json"
+	rc.UserAgent = "nodelet/" + opts.NodeName
+	return kubernetes.NewForConfig(rc)
+}
+
+// newRecorder returns the event recorder: events are logged, and written to
+// the API server in cluster mode.
+func newRecorder(client kubernetes.Interface, nodeName string) record.EventRecorder {
+	scheme := runtime.NewScheme()
+	_ = v1.AddToScheme(scheme)
+	b := record.NewBroadcaster()
+	b.StartStructuredLogging(0)
+	if client != nil {
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	}
+	return b.NewRecorder(scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
+}
+
+func resourceQuantity(v int64) *resource.Quantity {
+	return resource.NewQuantity(v, resource.DecimalSI)
+}

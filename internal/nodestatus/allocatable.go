@@ -1,0 +1,71 @@
+package nodestatus
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Allocatable is capacity minus kubeReserved, systemReserved and the hard
+// eviction thresholds (memory.available from memory, nodefs.available from
+// ephemeral-storage), as upstream computes it; never below zero.
+func Allocatable(capacity v1.ResourceList, kubeReserved, systemReserved, evictionHard map[string]string) (v1.ResourceList, error) {
+	reserved := v1.ResourceList{}
+	for _, m := range []map[string]string{kubeReserved, systemReserved} {
+		for k, v := range m {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return nil, fmt.Errorf("reserved %s=%q: %w", k, v, err)
+			}
+			addTo(reserved, v1.ResourceName(k), q)
+		}
+	}
+	for signal, res := range map[string]v1.ResourceName{"memory.available": v1.ResourceMemory, "nodefs.available": v1.ResourceEphemeralStorage} {
+		v, ok := evictionHard[signal]
+		if !ok {
+			continue
+		}
+		q, err := threshold(v, capacity[res])
+		if err != nil {
+			return nil, fmt.Errorf("evictionHard %s=%q: %w", signal, v, err)
+		}
+		addTo(reserved, res, q)
+	}
+	out := v1.ResourceList{}
+	for name, c := range capacity {
+		a := c.DeepCopy()
+		if r, ok := reserved[name]; ok {
+			a.Sub(r)
+		}
+		if a.Sign() < 0 {
+			a = *resource.NewQuantity(0, c.Format)
+		}
+		out[name] = a
+	}
+	return out, nil
+}
+
+// threshold parses an eviction threshold: a quantity or a percentage of
+// capacity.
+func threshold(v string, capacity resource.Quantity) (resource.Quantity, error) {
+	if p, ok := strings.CutSuffix(v, "%"); ok {
+		pct, err := strconv.ParseFloat(p, 64)
+		if err != nil || pct < 0 || pct > 100 {
+			return resource.Quantity{}, fmt.Errorf("bad percentage")
+		}
+		return *resource.NewQuantity(int64(float64(capacity.Value())*pct/100), resource.BinarySI), nil
+	}
+	return resource.ParseQuantity(v)
+}
+
+func addTo(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
+	if cur, ok := l[name]; ok {
+		cur.Add(q)
+		l[name] = cur
+		return
+	}
+	l[name] = q.DeepCopy()
+}

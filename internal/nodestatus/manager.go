@@ -1,0 +1,373 @@
+package nodestatus
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/component-helpers/apimachinery/lease"
+	nodeutil "k8s.io/component-helpers/node/util"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+)
+
+// KubeletVersion is the kubelet version nodelet reports: the API it
+// implements.
+const KubeletVersion = "v1.37.2"
+
+// Config configures a Manager.
+type Config struct {
+	Client   kubernetes.Interface
+	NodeName string
+	NodeIPs  []string
+	// Labels are --node-labels.
+	Labels  map[string]string
+	Kubelet *kubeletv1beta1.KubeletConfiguration
+	Runtime internalapi.RuntimeService
+	Images  internalapi.ImageManagerService
+	RootDir string
+	Clock   clock.WithTicker
+	// Recorder records node events.
+	Recorder record.EventRecorder
+}
+
+// Manager registers and reports the Node.
+type Manager struct {
+	cfg     Config
+	machine machine
+
+	mu   sync.RWMutex
+	node *v1.Node
+
+	// Owned by Run.
+	lastReport time.Time
+	lastReady  *bool
+}
+
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Manager{cfg: cfg, machine: readMachine(cfg.RootDir)}
+}
+
+// Node returns the latest Node object, nil before registration.
+func (m *Manager) Node() *v1.Node {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.node
+}
+
+func (m *Manager) setNode(n *v1.Node) {
+	m.mu.Lock()
+	m.node = n
+	m.mu.Unlock()
+}
+
+// ref is the object reference node events point at, as upstream.
+func (m *Manager) ref() *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Node", Name: m.cfg.NodeName, UID: types.UID(m.cfg.NodeName)}
+}
+
+// Run registers the node (retrying until it succeeds), starts the lease and
+// updates the status every nodeStatusUpdateFrequency until ctx is done.
+func (m *Manager) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	m.cfg.Recorder.Eventf(m.ref(), v1.EventTypeNormal, "Starting", "Starting kubelet.")
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 7 * time.Second, Steps: 1 << 30}
+	for ctx.Err() == nil {
+		if err := m.register(ctx); err == nil {
+			break
+		} else {
+			logger.Error(err, "Unable to register node with the API server; retrying", "node", m.cfg.NodeName)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.cfg.Clock.After(backoff.Step()):
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	m.update(ctx)
+
+	leaseDuration := m.cfg.Kubelet.NodeLeaseDurationSeconds
+	lc := lease.NewController(m.cfg.Clock, m.cfg.Client, m.cfg.NodeName, leaseDuration, nil,
+		time.Duration(float64(leaseDuration)*0.25*float64(time.Second)), m.cfg.NodeName, v1.NamespaceNodeLease, m.setLeaseOwner)
+	go lc.Run(ctx)
+
+	t := m.cfg.Clock.NewTicker(m.cfg.Kubelet.NodeStatusUpdateFrequency.Duration)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			m.update(ctx)
+		}
+	}
+}
+
+// setLeaseOwner makes the lease owned by the Node, as upstream.
+func (m *Manager) setLeaseOwner(l *coordinationv1.Lease) error {
+	if len(l.OwnerReferences) > 0 {
+		return nil
+	}
+	n := m.Node()
+	if n == nil || n.UID == "" {
+		return nil
+	}
+	l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+	return nil
+}
+
+func (m *Manager) initialNode() *v1.Node {
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: m.cfg.NodeName,
+			Labels: map[string]string{
+				v1.LabelHostname:          m.cfg.NodeName,
+				v1.LabelOSStable:          runtime.GOOS,
+				v1.LabelArchStable:        runtime.GOARCH,
+				"beta.kubernetes.io/os":   runtime.GOOS,
+				"beta.kubernetes.io/arch": runtime.GOARCH,
+			},
+			Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+		},
+		Spec: v1.NodeSpec{Taints: append([]v1.Taint(nil), m.cfg.Kubelet.RegisterWithTaints...)},
+	}
+	for k, v := range m.cfg.Labels {
+		n.Labels[k] = v
+	}
+	if id := m.cfg.Kubelet.ProviderID; id != "" {
+		n.Spec.ProviderID = id
+	}
+	return n
+}
+
+// register creates the Node, or adopts the existing one (reconciling the
+// labels nodelet owns).
+func (m *Manager) register(ctx context.Context) error {
+	want := m.initialNode()
+	m.fillStatus(ctx, want)
+	created, err := m.cfg.Client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
+	if err == nil {
+		klog.FromContext(ctx).Info("Successfully registered node", "node", m.cfg.NodeName)
+		m.setNode(created)
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	existing, err := m.cfg.Client.CoreV1().Nodes().Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	changed := false
+	updated := existing.DeepCopy()
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		if updated.Labels[k] != v {
+			updated.Labels[k] = v
+			changed = true
+		}
+	}
+	if changed {
+		if updated, err = m.cfg.Client.CoreV1().Nodes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	klog.FromContext(ctx).Info("Node was already registered; adopting it", "node", m.cfg.NodeName)
+	m.setNode(updated)
+	return nil
+}
+
+// update computes the status and patches it when it changed or the report
+// period passed.
+func (m *Manager) update(ctx context.Context) {
+	old := m.Node()
+	if old == nil {
+		return
+	}
+	next := old.DeepCopy()
+	m.fillStatus(ctx, next)
+	now := m.cfg.Clock.Now()
+	if apiequality.Semantic.DeepEqual(old.Status, next.Status) && now.Sub(m.lastReport) < m.cfg.Kubelet.NodeStatusReportFrequency.Duration {
+		return
+	}
+	// Heartbeat times move only when the status is reported.
+	for i := range next.Status.Conditions {
+		next.Status.Conditions[i].LastHeartbeatTime = metav1.NewTime(now)
+	}
+	patched, _, err := nodeutil.PatchNodeStatus(m.cfg.Client.CoreV1(), types.NodeName(m.cfg.NodeName), old, next)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Error updating node status; will retry", "node", m.cfg.NodeName)
+		if apierrors.IsNotFound(err) {
+			// Deleted from the API: register again.
+			if err := m.register(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Unable to re-register the node")
+			}
+		}
+		return
+	}
+	m.lastReport = now
+	m.setNode(patched)
+	m.recordReadyChange(patched)
+}
+
+func (m *Manager) recordReadyChange(n *v1.Node) {
+	ready := false
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			ready = c.Status == v1.ConditionTrue
+		}
+	}
+	if m.lastReady == nil || *m.lastReady != ready {
+		reason := "NodeNotReady"
+		if ready {
+			reason = "NodeReady"
+		}
+		m.cfg.Recorder.Eventf(m.ref(), v1.EventTypeNormal, reason, "Node %s status is now: %s", m.cfg.NodeName, reason)
+		m.lastReady = ptr.To(ready)
+	}
+}
+
+// fillStatus writes the node's current status into n.Status.
+func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
+	cfg := m.cfg.Kubelet
+	capacity := m.machine.capacity(cfg.MaxPods)
+	alloc, err := Allocatable(capacity, cfg.KubeReserved, cfg.SystemReserved, cfg.EvictionHard)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Bad reservation; reporting allocatable = capacity")
+		alloc = capacity.DeepCopy()
+	}
+	n.Status.Capacity = capacity
+	n.Status.Allocatable = alloc
+	n.Status.Addresses = nil
+	for _, ip := range m.cfg.NodeIPs {
+		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
+	}
+	n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: m.cfg.NodeName})
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = cfg.Port
+
+	runtimeVersion := "unknown"
+	if v, err := m.cfg.Runtime.Version(ctx, "v1"); err == nil {
+		runtimeVersion = v.RuntimeName + "://" + v.RuntimeVersion
+	}
+	n.Status.NodeInfo = v1.NodeSystemInfo{
+		MachineID:               m.machine.machineID,
+		SystemUUID:              m.machine.systemUUID,
+		BootID:                  m.machine.bootID,
+		KernelVersion:           m.machine.kernel,
+		OSImage:                 m.machine.osImage,
+		ContainerRuntimeVersion: runtimeVersion,
+		KubeletVersion:          KubeletVersion,
+		OperatingSystem:         runtime.GOOS,
+		Architecture:            runtime.GOARCH,
+	}
+	n.Status.Images = m.images(ctx)
+
+	readyStatus, readyReason, readyMsg := v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"
+	if err := m.runtimeReady(ctx); err != nil {
+		readyStatus, readyReason, readyMsg = v1.ConditionFalse, "KubeletNotReady", err.Error()
+	}
+	now := metav1.NewTime(m.cfg.Clock.Now())
+	conds := []v1.NodeCondition{
+		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
+		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
+		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
+		{Type: v1.NodeReady, Status: readyStatus, Reason: readyReason, Message: readyMsg},
+	}
+	var merged []v1.NodeCondition
+	for _, c := range conds {
+		c.LastHeartbeatTime, c.LastTransitionTime = now, now
+		for _, o := range n.Status.Conditions {
+			if o.Type == c.Type {
+				c.LastHeartbeatTime = o.LastHeartbeatTime
+				if o.Status == c.Status {
+					c.LastTransitionTime = o.LastTransitionTime
+				}
+			}
+		}
+		merged = append(merged, c)
+	}
+	// Conditions owned by others (node problem detector...) are kept.
+	for _, o := range n.Status.Conditions {
+		switch o.Type {
+		case v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure, v1.NodeReady:
+		default:
+			merged = append(merged, o)
+		}
+	}
+	n.Status.Conditions = merged
+}
+
+// runtimeReady is nil when the CRI runtime reports RuntimeReady and
+// NetworkReady.
+func (m *Manager) runtimeReady(ctx context.Context) error {
+	resp, err := m.cfg.Runtime.Status(ctx, false)
+	if err != nil {
+		return fmt.Errorf("container runtime status check may not have completed yet: %v", err)
+	}
+	for _, want := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
+		ok := false
+		for _, c := range resp.GetStatus().GetConditions() {
+			if c.Type == want {
+				ok = c.Status
+				if !ok {
+					return fmt.Errorf("container runtime %s is false: %s: %s", want, c.Reason, c.Message)
+				}
+			}
+		}
+		if !ok {
+			return fmt.Errorf("container runtime did not report %s", want)
+		}
+	}
+	return nil
+}
+
+// images lists the images on the node, largest first, up to
+// nodeStatusMaxImages, as upstream.
+func (m *Manager) images(ctx context.Context) []v1.ContainerImage {
+	list, err := m.cfg.Images.ListImages(ctx, nil)
+	if err != nil {
+		return nil
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].Size > list[j].Size })
+	max := 50
+	if p := m.cfg.Kubelet.NodeStatusMaxImages; p != nil && *p >= 0 {
+		max = int(*p)
+	}
+	var out []v1.ContainerImage
+	for _, img := range list {
+		if len(out) >= max {
+			break
+		}
+		names := append(append([]string(nil), img.RepoDigests...), img.RepoTags...)
+		if len(names) == 0 {
+			continue
+		}
+		out = append(out, v1.ContainerImage{Names: names, SizeBytes: int64(img.Size)})
+	}
+	return out
+}

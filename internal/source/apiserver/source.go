@@ -1,0 +1,179 @@
+package apiserver
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// Op is the kind of an Update.
+type Op int
+
+const (
+	// Set replaces every pod of the source.
+	Set Op = iota
+	Add
+	Update
+	Delete
+)
+
+// Event is one change of the source.
+type Event struct {
+	Op   Op
+	Pods []*v1.Pod
+}
+
+// Source watches the pods bound to a node.
+type Source struct {
+	factory informers.SharedInformerFactory
+	lister  corelisters.PodLister
+	synced  cache.InformerSynced
+	events  chan Event
+	mirrors chan *v1.Pod
+}
+
+// New returns a Source for the pods bound to nodeName.
+func New(client kubernetes.Interface, nodeName string) *Source {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	}))
+	inf := f.Core().V1().Pods()
+	s := &Source{
+		factory: f,
+		lister:  inf.Lister(),
+		synced:  inf.Informer().HasSynced,
+		events:  make(chan Event, 1000),
+		mirrors: make(chan *v1.Pod, 100),
+	}
+	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { s.onAdd(obj.(*v1.Pod)) },
+		UpdateFunc: func(old, cur any) {
+			s.onUpdate(old.(*v1.Pod), cur.(*v1.Pod))
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if p, ok := obj.(*v1.Pod); ok {
+				s.onDelete(p)
+			}
+		},
+	})
+	return s
+}
+
+// Events returns the channel of pod changes.
+func (s *Source) Events() <-chan Event { return s.events }
+
+// Mirrors returns the channel of mirror pods that changed or were deleted.
+func (s *Source) Mirrors() <-chan *v1.Pod { return s.mirrors }
+
+// Lister lists the pods bound to the node, mirror pods included.
+func (s *Source) Lister() corelisters.PodLister { return s.lister }
+
+// Run starts the informer and sends the first full set once it synced. It
+// keeps retrying while the API server is unreachable.
+func (s *Source) Run(ctx context.Context) {
+	s.factory.Start(ctx.Done())
+	logger := klog.FromContext(ctx)
+	for !cache.WaitForCacheSync(ctx.Done(), s.synced) {
+		if ctx.Err() != nil {
+			return
+		}
+	}
+	// The handlers only forward events after this first Set.
+	pods, err := s.lister.List(everything)
+	if err != nil {
+		logger.Error(err, "Listing pods from the informer cache")
+	}
+	var set []*v1.Pod
+	for _, p := range pods {
+		if !IsMirror(p) {
+			set = append(set, p)
+		}
+	}
+	s.send(Event{Op: Set, Pods: set})
+	s.factory.WaitForCacheSync(ctx.Done())
+	<-ctx.Done()
+	s.factory.Shutdown()
+}
+
+func (s *Source) send(e Event) {
+	select {
+	case s.events <- e:
+	case <-time.After(10 * time.Second):
+		klog.Error(nil, "API pod source: the consumer is stuck; dropping an event")
+	}
+}
+
+func (s *Source) onAdd(p *v1.Pod) {
+	if !s.synced() {
+		return // part of the first Set
+	}
+	if IsMirror(p) {
+		s.mirror(p)
+		return
+	}
+	s.send(Event{Op: Add, Pods: []*v1.Pod{p}})
+}
+
+func (s *Source) onUpdate(old, cur *v1.Pod) {
+	if !s.synced() {
+		return
+	}
+	if IsMirror(cur) {
+		if cur.DeletionTimestamp != nil || !apiequality.Semantic.DeepEqual(old.Annotations, cur.Annotations) {
+			s.mirror(cur)
+		}
+		return
+	}
+	if !specChanged(old, cur) {
+		return
+	}
+	s.send(Event{Op: Update, Pods: []*v1.Pod{cur}})
+}
+
+func (s *Source) onDelete(p *v1.Pod) {
+	if IsMirror(p) {
+		s.mirror(p)
+		return
+	}
+	s.send(Event{Op: Delete, Pods: []*v1.Pod{p}})
+}
+
+func (s *Source) mirror(p *v1.Pod) {
+	select {
+	case s.mirrors <- p:
+	default:
+	}
+}
+
+// specChanged reports whether an update matters to the node: anything but
+// status, resource version and managed fields.
+func specChanged(old, cur *v1.Pod) bool {
+	if !apiequality.Semantic.DeepEqual(old.Spec, cur.Spec) {
+		return true
+	}
+	a, b := old.ObjectMeta, cur.ObjectMeta
+	a.ResourceVersion, b.ResourceVersion = "", ""
+	a.ManagedFields, b.ManagedFields = nil, nil
+	a.Generation, b.Generation = 0, 0
+	return !apiequality.Semantic.DeepEqual(a, b)
+}
+
+// IsMirror reports whether p is the API copy of a static pod.
+func IsMirror(p *v1.Pod) bool {
+	_, ok := p.Annotations[podspec.ConfigMirrorAnnotationKey]
+	return ok
+}

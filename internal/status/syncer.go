@@ -1,0 +1,185 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// Syncer writes the statuses of a Store to the API server: PATCH
+// pods/status (the node identity may not GET it), with the pod's UID as a
+// precondition, computed against the status the informer last saw. Changes
+// are coalesced per pod over a short window, so a pod that changes ten
+// times in that window costs one request. Static pods' statuses go to their
+// mirror pods.
+type Syncer struct {
+	client kubernetes.Interface
+	lister corelisters.PodLister
+	store  *Store
+	clock  clock.Clock
+	// Window is how long changes are gathered before they are written.
+	Window time.Duration
+	// Resync is how often every pod's status is compared with the API's,
+	// catching writes that failed or mirror pods that appeared later.
+	Resync time.Duration
+}
+
+// NewSyncer returns a Syncer.
+func NewSyncer(client kubernetes.Interface, lister corelisters.PodLister, store *Store, clk clock.Clock) *Syncer {
+	return &Syncer{client: client, lister: lister, store: store, clock: clk, Window: 100 * time.Millisecond, Resync: 10 * time.Second}
+}
+
+// Run writes statuses until ctx is done.
+func (s *Syncer) Run(ctx context.Context) {
+	resync := s.clock.NewTimer(s.Resync)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.store.Changed():
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.clock.After(s.Window):
+			}
+		case <-resync.C():
+			s.store.markAllDirty()
+			resync.Reset(s.Resync)
+		}
+		for uid, e := range s.store.TakeDirty() {
+			if err := s.write(ctx, e.pod, e.status); err != nil {
+				klog.FromContext(ctx).Error(err, "Failed to update pod status; will retry", "pod", klog.KObj(e.pod), "podUID", uid)
+			}
+		}
+	}
+}
+
+// apiPod returns the API object the pod's status belongs to: the pod
+// itself, or a static pod's mirror pod.
+func (s *Syncer) apiPod(pod *v1.Pod) (*v1.Pod, error) {
+	cur, err := s.lister.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil {
+		return nil, err
+	}
+	if podspec.IsStatic(pod) {
+		if _, ok := cur.Annotations[podspec.ConfigMirrorAnnotationKey]; !ok {
+			return nil, apierrors.NewNotFound(v1.Resource("pods"), pod.Name)
+		}
+		return cur, nil
+	}
+	if cur.UID != pod.UID {
+		return nil, apierrors.NewNotFound(v1.Resource("pods"), pod.Name)
+	}
+	return cur, nil
+}
+
+// write patches one pod's status if the API's differs.
+func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error {
+	cur, err := s.apiPod(pod)
+	if apierrors.IsNotFound(err) {
+		return nil // gone, or a mirror pod not created yet (the resync retries)
+	}
+	if err != nil {
+		return err
+	}
+	want := mergeStatus(cur.Status, st, podspec.IsStatic(pod))
+	if apiequality.Semantic.DeepEqual(cur.Status, want) {
+		return nil
+	}
+	// Never move a pod back out of a terminal phase.
+	if isTerminal(cur.Status.Phase) && !isTerminal(want.Phase) {
+		return nil
+	}
+	patch, err := statusPatch(cur, want)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.CoreV1().Pods(cur.Namespace).Patch(ctx, cur.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // deleted or replaced meanwhile
+	}
+	return err
+}
+
+// Finish writes a deleted pod's final status and then deletes it with grace
+// 0 and its UID as precondition, as upstream does once the pod's containers
+// are gone.
+func (s *Syncer) Finish(ctx context.Context, pod *v1.Pod, final v1.PodStatus) error {
+	if err := s.write(ctx, pod, final); err != nil {
+		return err
+	}
+	uid := pod.UID
+	err := s.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64),
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod: %w", err)
+	}
+	return nil
+}
+
+// ownedConditions are the conditions nodelet writes; others are kept.
+var ownedConditions = map[v1.PodConditionType]bool{
+	v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.ContainersReady: true, v1.PodReady: true,
+}
+
+// mergeStatus is the status to write: ours, with the conditions others own
+// kept as they are (PodScheduled belongs to the scheduler, except for
+// static pods).
+func mergeStatus(cur, ours v1.PodStatus, static bool) v1.PodStatus {
+	out := *ours.DeepCopy()
+	out.Conditions = nil
+	for _, c := range ours.Conditions {
+		if ownedConditions[c.Type] || (static && c.Type == v1.PodScheduled) {
+			out.Conditions = append(out.Conditions, c)
+		}
+	}
+	for _, c := range cur.Conditions {
+		if !ownedConditions[c.Type] && !(static && c.Type == v1.PodScheduled) {
+			out.Conditions = append(out.Conditions, c)
+		}
+	}
+	// Fields nodelet does not compute keep their API values.
+	out.NominatedNodeName = cur.NominatedNodeName
+	out.ResourceClaimStatuses = cur.ResourceClaimStatuses
+	return out
+}
+
+func statusPatch(cur *v1.Pod, want v1.PodStatus) ([]byte, error) {
+	oldJSON, err := json.Marshal(v1.Pod{Status: cur.Status})
+	if err != nil {
+		return nil, err
+	}
+	newJSON, err := json.Marshal(v1.Pod{Status: want})
+	if err != nil {
+		return nil, err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return nil, err
+	}
+	m["metadata"] = map[string]any{"uid": string(cur.UID)}
+	return json.Marshal(m)
+}
+
+func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }

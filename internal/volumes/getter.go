@@ -1,0 +1,133 @@
+package volumes
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Getter gives volumes the API objects they project.
+type Getter interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+	// Token returns a service account token bound to the pod.
+	Token(ctx context.Context, pod *v1.Pod, serviceAccount, audience string, expirationSeconds int64) (string, error)
+}
+
+// APIGetter reads ConfigMaps and Secrets with a TTL cache shared by every
+// pod (one GET per object per TTL, however many pods use it), and requests
+// bound service account tokens through TokenRequest, renewing them at 80% of
+// their lifetime or after 24 h, as upstream.
+type APIGetter struct {
+	client kubernetes.Interface
+	clock  clock.Clock
+	ttl    time.Duration
+
+	mu      sync.Mutex
+	objects map[string]cached
+	tokens  map[string]token
+}
+
+type cached struct {
+	obj     any
+	err     error
+	fetched time.Time
+}
+
+type token struct {
+	value   string
+	renewAt time.Time
+}
+
+// NewAPIGetter returns an APIGetter whose objects live ttl in the cache.
+func NewAPIGetter(client kubernetes.Interface, clk clock.Clock, ttl time.Duration) *APIGetter {
+	return &APIGetter{client: client, clock: clk, ttl: ttl, objects: map[string]cached{}, tokens: map[string]token{}}
+}
+
+func (g *APIGetter) get(key string, fetch func() (any, error)) (any, error) {
+	g.mu.Lock()
+	c, ok := g.objects[key]
+	g.mu.Unlock()
+	if ok && g.clock.Since(c.fetched) < g.ttl {
+		return c.obj, c.err
+	}
+	obj, err := fetch()
+	g.mu.Lock()
+	g.objects[key] = cached{obj: obj, err: err, fetched: g.clock.Now()}
+	g.mu.Unlock()
+	return obj, err
+}
+
+// ConfigMap implements Getter.
+func (g *APIGetter) ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	obj, err := g.get("configmap/"+namespace+"/"+name, func() (any, error) {
+		return g.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*v1.ConfigMap), nil
+}
+
+// Secret implements Getter.
+func (g *APIGetter) Secret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	obj, err := g.get("secret/"+namespace+"/"+name, func() (any, error) {
+		return g.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*v1.Secret), nil
+}
+
+// Token implements Getter.
+func (g *APIGetter) Token(ctx context.Context, pod *v1.Pod, sa, audience string, expirationSeconds int64) (string, error) {
+	key := fmt.Sprintf("%s/%s/%s/%d", pod.UID, sa, audience, expirationSeconds)
+	g.mu.Lock()
+	t, ok := g.tokens[key]
+	g.mu.Unlock()
+	now := g.clock.Now()
+	if ok && now.Before(t.renewAt) {
+		return t.value, nil
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: &expirationSeconds,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID},
+	}}
+	if audience != "" {
+		req.Spec.Audiences = []string{audience}
+	}
+	resp, err := g.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("request a token for service account %s/%s: %w", pod.Namespace, sa, err)
+	}
+	issued := now
+	life := resp.Status.ExpirationTimestamp.Sub(issued)
+	renew := issued.Add(time.Duration(float64(life) * 0.8))
+	if max := issued.Add(24 * time.Hour); renew.After(max) {
+		renew = max
+	}
+	g.mu.Lock()
+	g.tokens[key] = token{value: resp.Status.Token, renewAt: renew}
+	g.mu.Unlock()
+	return resp.Status.Token, nil
+}
+
+// Forget drops the tokens of a pod that is gone.
+func (g *APIGetter) Forget(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.tokens {
+		if len(k) > len(uid) && k[:len(uid)] == string(uid) && k[len(uid)] == '/' {
+			delete(g.tokens, k)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package volumes
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// ensureTmpfs mounts a tmpfs on dir unless one is there already.
+func ensureTmpfs(dir string) error {
+	mounted, err := mountPoints(dir)
+	if err != nil {
+		return err
+	}
+	for _, m := range mounted {
+		if m == dir {
+			return nil
+		}
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// unmountTmpfsUnder unmounts every mount at or below dir, deepest first.
+func unmountTmpfsUnder(dir string) error {
+	mounted, err := mountPoints(dir)
+	if err != nil {
+		return err
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(mounted)))
+	for _, m := range mounted {
+		if err := syscall.Unmount(m, 0); err != nil {
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				return fmt.Errorf("unmount %s: %w", m, err)
+			}
+		}
+	}
+	return nil
+}
+
+// mountPoints lists the mount points at or below dir.
+func mountPoints(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescape(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	return out, sc.Err()
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var c int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &c); err == nil {
+				b.WriteByte(byte(c))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
