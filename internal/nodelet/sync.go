@@ -16,9 +16,6 @@ import (
 	"github.com/nodelet/nodelet/internal/status"
 )
 
-// mountRetry is how soon a pod whose volumes failed is tried again.
-const mountRetry = 10 * time.Second
-
 // SyncPod implements podworkers.Syncer: it brings one pod to its spec and
 // records its status.
 func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
@@ -48,7 +45,10 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 			}
 		}
 		n.setStatus(pod, rs, res)
-		return mountRetry, nil
+		// Retried with the pod worker's back-off (1 s doubling): the usual
+		// cause is transient (a token refused until the API server's node
+		// authorizer has seen the pod's binding).
+		return 0, fmt.Errorf("volumes: %w", err)
 	}
 	res, err = n.runtime.SyncPod(ctx, pod, rs, kuberuntime.PodEnv{HostIPs: n.hostIPs, VolumePaths: paths})
 	if res.Changed && ctx.Err() == nil {

@@ -34,7 +34,7 @@ func Generate(in Input) v1.PodStatus {
 	if prev == nil {
 		prev = &v1.PodStatus{}
 	}
-	now := metav1.NewTime(in.Now)
+	now := apiTime(in.Now)
 	st := v1.PodStatus{QOSClass: QOSClass(pod)}
 	if prev.StartTime != nil {
 		st.StartTime = prev.StartTime
@@ -175,7 +175,7 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 func containerState(cs *kuberuntime.ContainerStatus, spec *v1.Container, prefix string) v1.ContainerState {
 	switch cs.State {
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cs.StartedAt)}}
+		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: apiTime(cs.StartedAt)}}
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
 		reason := cs.Reason
 		if reason == "" {
@@ -188,8 +188,8 @@ func containerState(cs *kuberuntime.ContainerStatus, spec *v1.Container, prefix 
 			ExitCode:    cs.ExitCode,
 			Reason:      reason,
 			Message:     terminationMessage(cs, spec),
-			StartedAt:   metav1.NewTime(cs.StartedAt),
-			FinishedAt:  metav1.NewTime(cs.FinishedAt),
+			StartedAt:   apiTime(cs.StartedAt),
+			FinishedAt:  apiTime(cs.FinishedAt),
 			ContainerID: prefix + cs.ID,
 		}
 		return v1.ContainerState{Terminated: t}
@@ -373,4 +373,13 @@ func add(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
 		return
 	}
 	l[name] = q.DeepCopy()
+}
+
+// apiTime is t as the API stores it: whole seconds. Statuses compare equal
+// to what the API server returns, so an unchanged pod is never patched.
+func apiTime(t time.Time) metav1.Time {
+	if t.IsZero() {
+		return metav1.Time{}
+	}
+	return metav1.NewTime(t.Truncate(time.Second))
 }

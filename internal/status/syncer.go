@@ -109,6 +109,7 @@ func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error 
 	if err != nil {
 		return err
 	}
+	klog.FromContext(ctx).V(5).Info("Patching pod status", "pod", klog.KObj(cur), "patch", string(patch))
 	_, err = s.client.CoreV1().Pods(cur.Namespace).Patch(ctx, cur.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // deleted or replaced meanwhile
@@ -140,19 +141,37 @@ var ownedConditions = map[v1.PodConditionType]bool{
 }
 
 // mergeStatus is the status to write: ours, with the conditions others own
-// kept as they are (PodScheduled belongs to the scheduler, except for
-// static pods).
+// kept as they are, in the order the API has them (a reordering alone would
+// be a needless write). PodScheduled belongs to the scheduler, except for
+// static pods; a pod bound without it gets PodScheduled=True, as upstream.
 func mergeStatus(cur, ours v1.PodStatus, static bool) v1.PodStatus {
 	out := *ours.DeepCopy()
-	out.Conditions = nil
+	owned := func(t v1.PodConditionType) bool { return ownedConditions[t] || (static && t == v1.PodScheduled) }
+	mine := map[v1.PodConditionType]v1.PodCondition{}
 	for _, c := range ours.Conditions {
-		if ownedConditions[c.Type] || (static && c.Type == v1.PodScheduled) {
+		if owned(c.Type) {
+			mine[c.Type] = c
+		}
+	}
+	out.Conditions = nil
+	for _, c := range cur.Conditions {
+		if m, ok := mine[c.Type]; ok {
+			out.Conditions = append(out.Conditions, m)
+			delete(mine, c.Type)
+		} else if !owned(c.Type) {
 			out.Conditions = append(out.Conditions, c)
 		}
 	}
-	for _, c := range cur.Conditions {
-		if !ownedConditions[c.Type] && !(static && c.Type == v1.PodScheduled) {
+	for _, c := range ours.Conditions {
+		if _, ok := mine[c.Type]; ok {
 			out.Conditions = append(out.Conditions, c)
+		}
+	}
+	if !static && findCondition(out.Conditions, v1.PodScheduled) == nil {
+		for _, c := range ours.Conditions {
+			if c.Type == v1.PodScheduled {
+				out.Conditions = append(out.Conditions, c)
+			}
 		}
 	}
 	// Fields nodelet does not compute keep their API values.

@@ -129,7 +129,7 @@ evictionHard: {memory.available: 200Mi, nodefs.available: 10%}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *lease.Spec.HolderIdentity != name || *lease.Spec.LeaseDurationSeconds != 40 {
+	if *lease.Spec.HolderIdentity != name || *lease.Spec.LeaseDurationSeconds != 20 {
 		t.Errorf("lease holder %q duration %d", *lease.Spec.HolderIdentity, *lease.Spec.LeaseDurationSeconds)
 	}
 	first := lease.Spec.RenewTime.Time

@@ -71,6 +71,9 @@ podLogsDir: %s
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
 resolvConf: %s
+# Renew the lease every 5 s: the test control plane marks a node Unknown
+# after 10 s without renewal (upstream's default grace is 50 s).
+nodeLeaseDurationSeconds: 20
 `, n.ManifestDir, s.RuntimeEndpoint, n.LogsDir, n.HealthzPort, resolv))
 	t.Cleanup(func() {
 		n.Stop()
@@ -158,6 +161,10 @@ func (n *Nodelet) Log() string {
 // DumpLog writes the nodelet log to the test log.
 func (n *Nodelet) DumpLog() {
 	log := n.Log()
+	full := filepath.Join(os.TempDir(), "nodelet-failed-"+n.NodeName+".log")
+	if err := os.WriteFile(full, []byte(log), 0o644); err == nil {
+		n.t.Logf("full nodelet log: %s", full)
+	}
 	if len(log) > 20000 {
 		log = "...\n" + log[len(log)-20000:]
 	}
