@@ -168,6 +168,16 @@ func (m *Manager) initialNode() *v1.Node {
 func (m *Manager) register(ctx context.Context) error {
 	want := m.initialNode()
 	m.fillStatus(ctx, want)
+	if r := m.cfg.Kubelet.RegisterNode; r != nil && !*r {
+		// --register-node=false: report the status of a Node someone else
+		// created.
+		existing, err := m.cfg.Client.CoreV1().Nodes().Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("registerNode is false and the node does not exist: %w", err)
+		}
+		m.setNode(existing)
+		return nil
+	}
 	created, err := m.cfg.Client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
 	if err == nil {
 		klog.FromContext(ctx).Info("Successfully registered node", "node", m.cfg.NodeName)

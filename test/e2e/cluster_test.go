@@ -245,6 +245,11 @@ func TestClusterCrashLoopAndOutOfCPU(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, busyboxPod("crash", name, "echo boom; exit 7"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	noimg := busyboxPod("noimage", name, "true")
+	noimg.Spec.Containers[0].Image = "registry.example/nothing/here:1"
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, noimg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	big := busyboxPod("big", name, "sleep 3600")
 	big.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000")}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, big, metav1.CreateOptions{}); err != nil {
@@ -279,12 +284,19 @@ func TestClusterCrashLoopAndOutOfCPU(t *testing.T) {
 			last = rc
 		}
 	}
+	// A pod whose image cannot be pulled says so in its status.
+	waitPod(t, c, ns, "noimage", 30*time.Second, "ErrImagePull or ImagePullBackOff", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Waiting != nil &&
+			(cs[0].State.Waiting.Reason == "ErrImagePull" || cs[0].State.Waiting.Reason == "ImagePullBackOff") &&
+			strings.Contains(cs[0].State.Waiting.Message, "registry.example/nothing/here:1")
+	})
 	evs, _ := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	reasons := map[string]bool{}
 	for _, e := range evs.Items {
 		reasons[e.Reason] = true
 	}
-	for _, r := range []string{"Pulled", "Created", "Started", "BackOff", "OutOfcpu"} {
+	for _, r := range []string{"Pulled", "Created", "Started", "BackOff", "OutOfcpu", "Failed"} {
 		if !reasons[r] {
 			t.Errorf("no %s event (got %v)", r, reasons)
 		}
