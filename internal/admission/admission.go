@@ -14,6 +14,8 @@ import (
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Result is an admission decision; Reason and Message say why not.
@@ -49,7 +51,7 @@ func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
 	used := v1.ResourceList{}
 	for _, p := range admitted {
 		for name, q := range PodRequests(p) {
-			add(used, name, q)
+			podspec.AddResource(used, name, q)
 		}
 	}
 	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
@@ -91,13 +93,13 @@ func PodRequests(pod *v1.Pod) v1.ResourceList {
 	sum := v1.ResourceList{}
 	for _, c := range pod.Spec.Containers {
 		for name, q := range c.Resources.Requests {
-			add(sum, name, q)
+			podspec.AddResource(sum, name, q)
 		}
 	}
 	for _, c := range pod.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
 			for name, q := range c.Resources.Requests {
-				add(sum, name, q)
+				podspec.AddResource(sum, name, q)
 			}
 			continue
 		}
@@ -108,18 +110,9 @@ func PodRequests(pod *v1.Pod) v1.ResourceList {
 		}
 	}
 	for name, q := range pod.Spec.Overhead {
-		add(sum, name, q)
+		podspec.AddResource(sum, name, q)
 	}
 	return sum
-}
-
-func add(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
-	if cur, ok := l[name]; ok {
-		cur.Add(q)
-		l[name] = cur
-		return
-	}
-	l[name] = q.DeepCopy()
 }
 
 func hostPortClash(pod *v1.Pod, admitted []*v1.Pod) (int32, bool) {

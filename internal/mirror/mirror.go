@@ -16,7 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/internal/apiutil"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -69,7 +71,7 @@ func (m *Manager) Ensure(ctx context.Context, static *v1.Pod) error {
 			Labels:      static.Labels,
 			Annotations: map[string]string{},
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptrTrue(),
+				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true),
 			}},
 		},
 		Spec: *static.Spec.DeepCopy(),
@@ -98,15 +100,8 @@ func (m *Manager) Delete(ctx context.Context, static *v1.Pod) error {
 }
 
 func (m *Manager) delete(ctx context.Context, mp *v1.Pod) error {
-	uid := mp.UID
-	err := m.client.CoreV1().Pods(mp.Namespace).Delete(ctx, mp.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: new(int64),
-		Preconditions:      &metav1.Preconditions{UID: &uid},
-	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err := apiutil.DeletePodNow(ctx, m.client, mp); err != nil {
 		return fmt.Errorf("delete mirror pod: %w", err)
 	}
 	return nil
 }
-
-func ptrTrue() *bool { t := true; return &t }

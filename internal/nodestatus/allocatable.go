@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Allocatable is capacity minus kubeReserved, systemReserved and the hard
@@ -20,7 +22,7 @@ func Allocatable(capacity v1.ResourceList, kubeReserved, systemReserved, evictio
 			if err != nil {
 				return nil, fmt.Errorf("reserved %s=%q: %w", k, v, err)
 			}
-			addTo(reserved, v1.ResourceName(k), q)
+			podspec.AddResource(reserved, v1.ResourceName(k), q)
 		}
 	}
 	for signal, res := range map[string]v1.ResourceName{"memory.available": v1.ResourceMemory, "nodefs.available": v1.ResourceEphemeralStorage} {
@@ -32,7 +34,7 @@ func Allocatable(capacity v1.ResourceList, kubeReserved, systemReserved, evictio
 		if err != nil {
 			return nil, fmt.Errorf("evictionHard %s=%q: %w", signal, v, err)
 		}
-		addTo(reserved, res, q)
+		podspec.AddResource(reserved, res, q)
 	}
 	out := v1.ResourceList{}
 	for name, c := range capacity {
@@ -59,13 +61,4 @@ func threshold(v string, capacity resource.Quantity) (resource.Quantity, error) 
 		return *resource.NewQuantity(int64(float64(capacity.Value())*pct/100), resource.BinarySI), nil
 	}
 	return resource.ParseQuantity(v)
-}
-
-func addTo(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
-	if cur, ok := l[name]; ok {
-		cur.Add(q)
-		l[name] = cur
-		return
-	}
-	l[name] = q.DeepCopy()
 }

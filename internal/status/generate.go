@@ -6,11 +6,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Input is everything a status is computed from.
@@ -35,7 +35,7 @@ func Generate(in Input) v1.PodStatus {
 		prev = &v1.PodStatus{}
 	}
 	now := apiTime(in.Now)
-	st := v1.PodStatus{QOSClass: QOSClass(pod)}
+	st := v1.PodStatus{QOSClass: podspec.QOSClass(pod)}
 	if prev.StartTime != nil {
 		st.StartTime = prev.StartTime
 	} else {
@@ -328,51 +328,6 @@ func initializedOK(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) boo
 		}
 	}
 	return true
-}
-
-// QOSClass computes the pod's QoS class as upstream: Guaranteed when every
-// container has equal cpu and memory requests and limits, BestEffort when
-// none has any, Burstable otherwise.
-func QOSClass(pod *v1.Pod) v1.PodQOSClass {
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed := true
-	any := false
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-				req, hasReq := c.Resources.Requests[name]
-				lim, hasLim := c.Resources.Limits[name]
-				if hasReq && !req.IsZero() {
-					any = true
-					add(requests, name, req)
-				}
-				if hasLim && !lim.IsZero() {
-					any = true
-					add(limits, name, lim)
-				}
-				if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
-					guaranteed = false
-				}
-			}
-		}
-	}
-	switch {
-	case !any:
-		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	default:
-		return v1.PodQOSBurstable
-	}
-}
-
-func add(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
-	if cur, ok := l[name]; ok {
-		cur.Add(q)
-		l[name] = cur
-		return
-	}
-	l[name] = q.DeepCopy()
 }
 
 // apiTime is t as the API stores it: whole seconds. Statuses compare equal

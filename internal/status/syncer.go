@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/internal/apiutil"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -124,12 +125,7 @@ func (s *Syncer) Finish(ctx context.Context, pod *v1.Pod, final v1.PodStatus) er
 	if err := s.write(ctx, pod, final); err != nil {
 		return err
 	}
-	uid := pod.UID
-	err := s.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: new(int64),
-		Preconditions:      &metav1.Preconditions{UID: &uid},
-	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err := apiutil.DeletePodNow(ctx, s.client, pod); err != nil {
 		return fmt.Errorf("delete pod: %w", err)
 	}
 	return nil
