@@ -74,7 +74,7 @@ minor=${minor%%.*}
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version/verflag.programName=kubernetes"
 for c in "${CMDS[@]}"; do
 	[ -x "$BIN/$c" ] && continue
-	log "building $c $K8S_VERSION (the first build of kube-apiserver takes ~12 minutes on 2 cores)"
+	log "building $c $K8S_VERSION (cold on 2 cores: kube-apiserver ~12 min, the others ~4 min together)"
 	(cd "$WRAP" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/$c.tmp" "k8s.io/kubernetes/cmd/$c") || die "building $c failed"
 	mv "$BIN/$c.tmp" "$BIN/$c"
 done

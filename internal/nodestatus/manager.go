@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -13,9 +14,13 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-helpers/apimachinery/lease"
 	nodeutil "k8s.io/component-helpers/node/util"
@@ -51,9 +56,21 @@ type Config struct {
 type Manager struct {
 	cfg     Config
 	machine machine
+	// The Node as the API server has it, watched (one long request instead
+	// of a GET every period), so a status others wrote (the node lifecycle
+	// controller's Unknown) is seen and corrected at once.
+	factory informers.SharedInformerFactory
+	lister  corelisters.NodeLister
+	changed chan struct{}
 
 	mu   sync.RWMutex
 	node *v1.Node
+
+	// apiTrouble is set when a heartbeat or a status write failed: the
+	// watch may be stale too, so the next updates read the Node afresh
+	// until one succeeds (after an API server outage the node lifecycle
+	// controller has marked the node Unknown, and only we can undo that).
+	apiTrouble atomic.Bool
 
 	// Owned by Run.
 	lastReport time.Time
@@ -65,7 +82,23 @@ func New(cfg Config) *Manager {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Manager{cfg: cfg, machine: readMachine(cfg.RootDir)}
+	m := &Manager{cfg: cfg, machine: readMachine(cfg.RootDir), changed: make(chan struct{}, 1)}
+	m.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+	}))
+	inf := m.factory.Core().V1().Nodes()
+	m.lister = inf.Lister()
+	poke := func(any) {
+		select {
+		case m.changed <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    poke,
+		UpdateFunc: func(_, cur any) { poke(cur) },
+	})
+	return m
 }
 
 // Node returns the latest Node object, nil before registration.
@@ -107,10 +140,12 @@ func (m *Manager) Run(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	m.factory.Start(ctx.Done())
+	defer m.factory.Shutdown()
 	m.update(ctx)
 
 	leaseDuration := m.cfg.Kubelet.NodeLeaseDurationSeconds
-	lc := lease.NewController(m.cfg.Clock, m.cfg.Client, m.cfg.NodeName, leaseDuration, nil,
+	lc := lease.NewController(m.cfg.Clock, m.cfg.Client, m.cfg.NodeName, leaseDuration, func() { m.apiTrouble.Store(true) },
 		time.Duration(float64(leaseDuration)*0.25*float64(time.Second)), m.cfg.NodeName, v1.NamespaceNodeLease, m.setLeaseOwner)
 	go lc.Run(ctx)
 
@@ -121,6 +156,8 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			m.update(ctx)
+		case <-m.changed:
 			m.update(ctx)
 		}
 	}
@@ -219,6 +256,16 @@ func (m *Manager) update(ctx context.Context) {
 	if old == nil {
 		return
 	}
+	if m.apiTrouble.Load() {
+		cur, err := m.cfg.Client.CoreV1().Nodes().Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		m.apiTrouble.Store(false)
+		old = cur
+	} else if cur, err := m.lister.Get(m.cfg.NodeName); err == nil && cur.ResourceVersion != old.ResourceVersion {
+		old = cur // what the API has now, others' writes included
+	}
 	next := old.DeepCopy()
 	m.fillStatus(ctx, next)
 	now := m.cfg.Clock.Now()
@@ -231,6 +278,7 @@ func (m *Manager) update(ctx context.Context) {
 	}
 	patched, _, err := nodeutil.PatchNodeStatus(m.cfg.Client.CoreV1(), types.NodeName(m.cfg.NodeName), old, next)
 	if err != nil {
+		m.apiTrouble.Store(true)
 		klog.FromContext(ctx).Error(err, "Error updating node status; will retry", "node", m.cfg.NodeName)
 		if apierrors.IsNotFound(err) {
 			// Deleted from the API: register again.

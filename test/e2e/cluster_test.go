@@ -381,3 +381,55 @@ func TestClusterNodeUnknownThenBackWithoutRestarts(t *testing.T) {
 		t.Errorf("startTime changed across the restart: %v -> %v", keep.Status.StartTime, p.Status.StartTime)
 	}
 }
+
+// TestClusterSurvivesAPIServerOutage stops kube-apiserver under a running
+// node: the pods keep running untouched, nodelet stays up and healthy, and
+// when the API server is back the node reports Ready again and pod status
+// changes made meanwhile reach the API. (Last in the file: it restarts the
+// shared API server.)
+func TestClusterSurvivesAPIServerOutage(t *testing.T) {
+	name := "e2e-outage"
+	c, n := clusterNode(t, name, "")
+	ns := c.Namespace(t, "outage")
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, busyboxPod("steady", name, "trap 'exit 0' TERM; while true; do sleep 0.2; done"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, busyboxPod("finisher", name, "trap 'exit 0' TERM; sleep 25; exit 3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	steady := waitPod(t, c, ns, "steady", 60*time.Second, "Ready", podReady)
+	waitPod(t, c, ns, "finisher", 60*time.Second, "Ready", podReady)
+	before := steady.Status.ContainerStatuses[0].ContainerID
+
+	c.StopAPIServer(t)
+	// 25 s without an API server: the finisher's container exits meanwhile.
+	deadline := time.Now().Add(25 * time.Second)
+	for time.Now().Before(deadline) {
+		if n.Pid() == 0 {
+			t.Fatal("nodelet exited while the API server was down")
+		}
+		if code, _, err := n.Healthz(); err != nil || code != 200 {
+			t.Fatalf("nodelet healthz %d %v while the API server was down", code, err)
+		}
+		time.Sleep(time.Second)
+	}
+	if c.RunningContainer(t, "steady", "c") == nil {
+		t.Fatal("the steady pod's container stopped during the outage")
+	}
+	c.StartAPIServer(t)
+
+	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
+		return c.NodeReady(t, name) == v1.ConditionTrue
+	}, "node Ready after the outage")
+	p := waitPod(t, c, ns, "finisher", 60*time.Second, "restart made during the outage reported", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].RestartCount >= 1
+	})
+	if lt := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; lt == nil || lt.ExitCode != 3 {
+		t.Errorf("finisher lastState %+v, want exit code 3", p.Status.ContainerStatuses[0].LastTerminationState)
+	}
+	if got := c.Pod(t, ns, "steady").Status.ContainerStatuses[0]; got.ContainerID != before || got.RestartCount != 0 {
+		t.Errorf("steady container changed across the outage: %s -> %s, restarts %d", before, got.ContainerID, got.RestartCount)
+	}
+}

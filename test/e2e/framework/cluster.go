@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,4 +193,38 @@ func (c *Cluster) Pod(t testing.TB, ns, name string) *v1.Pod {
 		t.Fatalf("get pod %s/%s: %v", ns, name, err)
 	}
 	return p
+}
+
+// StopAPIServer kills kube-apiserver (SIGKILL, by its PID file).
+func (c *Cluster) StopAPIServer(t testing.TB) {
+	t.Helper()
+	pidFile := filepath.Join(c.RepoRoot, ".stack", "cluster", "run", "kube-apiserver.pid")
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(data), &pid); err != nil {
+		t.Fatal(err)
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = proc.Signal(syscall.SIGKILL) // an abrupt outage
+	Eventually(t, 30*time.Second, 100*time.Millisecond, func() bool {
+		return proc.Signal(syscall.Signal(0)) != nil
+	}, "kube-apiserver stopped")
+	// Whatever happens in the test, the API server comes back for the next.
+	t.Cleanup(func() { c.StartAPIServer(t) })
+}
+
+// StartAPIServer starts whatever of the control plane is not running.
+func (c *Cluster) StartAPIServer(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command("bash", filepath.Join(c.RepoRoot, "hack", "cluster", "up.sh"))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/cluster/up.sh: %v", err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +79,8 @@ nodeLeaseDurationSeconds: 20
 	t.Cleanup(func() {
 		n.Stop()
 		RemovePodsOfNode(t, s, name)
+		// Volumes of pods the stopped nodelet did not get to tear down.
+		unmountUnder(t, dir)
 		if t.Failed() {
 			n.DumpLog()
 		}
@@ -286,6 +289,25 @@ func Eventually(t testing.TB, timeout, interval time.Duration, cond func() bool,
 			t.Fatalf("timed out after %v: "+msg, append([]any{timeout}, args...)...)
 		}
 		time.Sleep(interval)
+	}
+}
+
+func unmountUnder(t testing.TB, dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			mounts = append(mounts, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
+	for _, m := range mounts {
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+			t.Logf("cleanup: unmount %s: %v", m, err)
+		}
 	}
 }
 
