@@ -78,9 +78,16 @@ func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
 	return false, newest.GetMetadata().GetAttempt(), newest.Id
 }
 
+// ProbeResults tells SyncPod which running containers failed their
+// liveness or startup probe.
+type ProbeResults interface {
+	// Unhealthy returns why the container must be restarted, or "".
+	Unhealthy(containerID string) string
+}
+
 // computePodActions decides what SyncPod does. It is pure: the runtime's
-// state in, the plan out.
-func computePodActions(pod *v1.Pod, status *PodStatus) podActions {
+// state (and probe results) in, the plan out.
+func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podActions {
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	a := podActions{
 		KillPod:          create,
@@ -155,6 +162,15 @@ func computePodActions(pod *v1.Pod, status *PodStatus) podActions {
 				a.ContainersToStart = append(a.ContainersToStart, i)
 			}
 			continue
+		}
+		if probes != nil {
+			if why := probes.Unhealthy(cs.ID); why != "" {
+				a.ContainersToKill[cs.ID] = killReason{c.Name, why}
+				if policy != v1.RestartPolicyNever {
+					a.ContainersToStart = append(a.ContainersToStart, i)
+				}
+				continue
+			}
 		}
 		if cs.Hash != "" && cs.Hash != podspec.ContainerHash(c) {
 			a.ContainersToKill[cs.ID] = killReason{c.Name, fmt.Sprintf("Container %s definition changed", c.Name)}

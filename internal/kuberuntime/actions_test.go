@@ -77,8 +77,25 @@ func TestComputePodActions(t *testing.T) {
 		name   string
 		pod    *v1.Pod
 		status *PodStatus
+		probes ProbeResults
 		want   podActions
 	}{
+		{
+			name:   "a failed liveness probe restarts the container",
+			pod:    always,
+			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "b", running, 0)),
+			probes: unhealthy{"b-id": "Container b failed liveness probe, will be restarted"},
+			want: podActions{SandboxID: "s1", ContainersToStart: []int{1},
+				ContainersToKill: map[string]killReason{"b-id": {"b", "Container b failed liveness probe, will be restarted"}}},
+		},
+		{
+			name:   "a failed liveness probe under Never kills without restart",
+			pod:    never,
+			status: podStatus(ready, cs(never, "a", running, 0), cs(never, "b", running, 0)),
+			probes: unhealthy{"a-id": "Container a failed liveness probe"},
+			want: podActions{SandboxID: "s1",
+				ContainersToKill: map[string]killReason{"a-id": {"a", "Container a failed liveness probe"}}},
+		},
 		{
 			name:   "new pod: create the sandbox and start every container",
 			pod:    always,
@@ -193,7 +210,7 @@ func TestComputePodActions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computePodActions(tt.pod, tt.status)
+			got := computePodActions(tt.pod, tt.status, tt.probes)
 			want := tt.want
 			if want.ContainersToKill == nil {
 				want.ContainersToKill = map[string]killReason{}
@@ -207,6 +224,10 @@ func TestComputePodActions(t *testing.T) {
 		})
 	}
 }
+
+type unhealthy map[string]string
+
+func (u unhealthy) Unhealthy(id string) string { return u[id] }
 
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {

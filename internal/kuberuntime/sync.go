@@ -69,6 +69,8 @@ type PodEnv struct {
 	HostIPs []string
 	// VolumePaths maps the pod's volume names to their host paths.
 	VolumePaths map[string]string
+	// Probes says which containers failed liveness or startup probes.
+	Probes ProbeResults
 }
 
 // SyncPod makes the runtime match pod, given what the runtime has for it
@@ -78,7 +80,7 @@ type PodEnv struct {
 func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, env PodEnv) (SyncResult, error) {
 	logger := klog.FromContext(ctx)
 	var res SyncResult
-	a := computePodActions(pod, status)
+	a := computePodActions(pod, status, env.Probes)
 	res.InitFailed = a.InitFailed
 
 	res.Changed = a.KillPod || a.CreateSandbox || len(a.ContainersToKill) > 0 ||

@@ -31,6 +31,7 @@ import (
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podmanager"
 	"github.com/nodelet/nodelet/internal/podworkers"
+	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/source/apiserver"
 	"github.com/nodelet/nodelet/internal/source/file"
 	"github.com/nodelet/nodelet/internal/status"
@@ -63,6 +64,7 @@ type Nodelet struct {
 	runtimeName string
 	puller      *images.Puller
 	pleg        *pleg.Generic
+	prober      *prober.Manager
 	workers     *podworkers.Workers
 	pods        *podmanager.Manager
 	statuses    *status.Store
@@ -79,6 +81,9 @@ type Nodelet struct {
 	// pendingAdmission holds pods that wait for the Node to be registered.
 	// Owned by the main loop.
 	pendingAdmission []*v1.Pod
+
+	// ctx lives as long as Run: for goroutines that outlive one sync.
+	ctx context.Context
 
 	sourcesSeen  map[string]bool // owned by the main loop
 	sourcesReady atomic.Bool
@@ -148,6 +153,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 		})
 	}
 
+	n.ctx = ctx
 	rs, is, err := n.connect(ctx)
 	if err != nil {
 		return err
@@ -202,6 +208,8 @@ func (n *Nodelet) Run(ctx context.Context) error {
 			}
 		case e := <-n.pleg.Watch():
 			n.workers.Notify(e.ID)
+		case uid := <-n.prober.Updates():
+			n.workers.Notify(uid)
 		case <-housekeeping.C():
 			n.housekeeping(ctx)
 		}
@@ -265,6 +273,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration,
 	})
 	n.pleg = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock})
+	n.prober = prober.New(&prober.Runner{Runtime: rs}, n.recorder, n.clock)
 	n.workers = podworkers.New(ctx, podworkers.Config{
 		Syncer:       n,
 		Clock:        n.clock,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/status"
 )
 
@@ -50,14 +51,33 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 		// authorizer has seen the pod's binding).
 		return 0, fmt.Errorf("volumes: %w", err)
 	}
-	res, err = n.runtime.SyncPod(ctx, pod, rs, kuberuntime.PodEnv{HostIPs: n.hostIPs, VolumePaths: paths})
+	res, err = n.runtime.SyncPod(ctx, pod, rs, kuberuntime.PodEnv{HostIPs: n.hostIPs, VolumePaths: paths, Probes: n.prober})
 	if res.Changed && ctx.Err() == nil {
 		if fresh, ferr := n.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); ferr == nil {
 			rs = fresh
 		}
 	}
+	n.syncProbes(pod, rs)
 	n.setStatus(pod, rs, res)
 	return res.RequeueAfter, err
+}
+
+// syncProbes gives the prober the pod's running app containers.
+func (n *Nodelet) syncProbes(pod *v1.Pod, rs *kuberuntime.PodStatus) {
+	var running []prober.Container
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if cs := rs.Latest(c.Name); cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			running = append(running, prober.Container{Spec: c, ID: cs.ID, StartedAt: cs.StartedAt})
+		}
+	}
+	podIP := ""
+	if len(rs.IPs) > 0 {
+		podIP = rs.IPs[0]
+	} else if pod.Spec.HostNetwork && len(n.hostIPs) > 0 {
+		podIP = n.hostIPs[0]
+	}
+	n.prober.Sync(n.ctx, pod, podIP, running)
 }
 
 // setStatus computes and records the pod's status. The first status of an
@@ -72,6 +92,7 @@ func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberunt
 	}
 	st := status.Generate(status.Input{
 		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: n.hostIPs, RuntimeName: n.runtimeName, Now: n.clock.Now(),
+		Probes: n.prober,
 	})
 	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
 		n.statuses.Set(pod, st)
@@ -86,6 +107,7 @@ func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberunt
 func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, grace *int64) error {
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
+	n.prober.RemovePod(uid)
 	rs, err := n.runtime.GetPodStatus(ctx, uid, name, ns)
 	if err != nil {
 		return err

@@ -24,7 +24,15 @@ type Input struct {
 	HostIPs  []string
 	// RuntimeName prefixes container IDs ("containerd://...").
 	RuntimeName string
+	// Probes gives readiness and startup results; nil means no probes.
+	Probes Probes
 	Now         time.Time
+}
+
+// Probes is what status needs of the prober.
+type Probes interface {
+	Ready(containerID string, hasReadinessProbe bool) bool
+	Started(containerID string) bool
 }
 
 // Generate computes the pod's API status.
@@ -164,9 +172,13 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 			s.State = old.State
 		}
 		running := s.State.Running != nil
-		s.Started = &running
-		// Without readiness probes (a later issue), a running container is ready.
-		s.Ready = running
+		started, ready := running, running
+		if running && in.Probes != nil && latest != nil {
+			started = in.Probes.Started(latest.ID)
+			ready = in.Probes.Ready(latest.ID, c.ReadinessProbe != nil)
+		}
+		s.Started = &started
+		s.Ready = ready
 		out = append(out, s)
 	}
 	return out

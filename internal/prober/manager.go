@@ -1,0 +1,261 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Kind is a probe kind.
+type Kind string
+
+const (
+	Liveness  Kind = "Liveness"
+	Readiness Kind = "Readiness"
+	Startup   Kind = "Startup"
+)
+
+// Result is a probe worker's verdict after the thresholds.
+type Result int
+
+const (
+	Unknown Result = iota
+	Success
+	Failure
+)
+
+// Manager runs the probe workers and keeps their results.
+type Manager struct {
+	runner   *Runner
+	recorder record.EventRecorder
+	clock    clock.Clock
+	updates  chan types.UID
+
+	mu      sync.Mutex
+	workers map[workerKey]*worker
+	results map[resultKey]Result
+}
+
+type workerKey struct {
+	containerID string
+	kind        Kind
+}
+
+type resultKey = workerKey
+
+// New returns a Manager.
+func New(runner *Runner, recorder record.EventRecorder, clk clock.Clock) *Manager {
+	return &Manager{runner: runner, recorder: recorder, clock: clk, updates: make(chan types.UID, 1000),
+		workers: map[workerKey]*worker{}, results: map[resultKey]Result{}}
+}
+
+// Updates carries the UIDs of pods whose probe results changed.
+func (m *Manager) Updates() <-chan types.UID { return m.updates }
+
+// Container is a running container to probe.
+type Container struct {
+	Spec      *v1.Container
+	ID        string
+	StartedAt time.Time
+}
+
+// Sync makes the workers match the pod's running containers: new workers
+// for containers with probes that have none, and stops the workers of
+// containers no longer running. It is cheap when nothing changed.
+func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, podIP string, running []Container) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	live := map[string]bool{}
+	for _, c := range running {
+		live[c.ID] = true
+		for kind, p := range map[Kind]*v1.Probe{Liveness: c.Spec.LivenessProbe, Readiness: c.Spec.ReadinessProbe, Startup: c.Spec.StartupProbe} {
+			if p == nil {
+				continue
+			}
+			k := workerKey{c.ID, kind}
+			if m.workers[k] != nil {
+				continue
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			w := &worker{m: m, key: k, pod: pod, probe: p, cancel: cancel,
+				target: Target{Pod: pod, Container: c.Spec, ContainerID: c.ID, PodIP: podIP}, startedAt: c.StartedAt}
+			m.workers[k] = w
+			if kind == Readiness {
+				m.results[k] = Failure // not ready until a probe passes
+			}
+			go w.run(wctx)
+		}
+	}
+	for k, w := range m.workers {
+		if w.pod.UID == pod.UID && !live[k.containerID] {
+			w.cancel()
+			delete(m.workers, k)
+			delete(m.results, k)
+		}
+	}
+}
+
+// RemovePod stops every worker of the pod.
+func (m *Manager) RemovePod(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, w := range m.workers {
+		if w.pod.UID == uid {
+			w.cancel()
+			delete(m.workers, k)
+			delete(m.results, k)
+		}
+	}
+}
+
+// Result returns a container's result for a probe kind.
+func (m *Manager) Result(containerID string, kind Kind) Result {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.results[resultKey{containerID, kind}]
+}
+
+// set records a result and announces a change.
+func (m *Manager) set(k resultKey, uid types.UID, r Result) {
+	m.mu.Lock()
+	if _, ok := m.workers[k]; !ok {
+		m.mu.Unlock()
+		return // stopped meanwhile
+	}
+	old := m.results[k]
+	m.results[k] = r
+	m.mu.Unlock()
+	if old != r {
+		select {
+		case m.updates <- uid:
+		default:
+		}
+	}
+}
+
+// Unhealthy implements kuberuntime.ProbeResults: why a running container
+// must be restarted (a failed liveness or startup probe), or "".
+func (m *Manager) Unhealthy(containerID string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, kind := range []Kind{Liveness, Startup} {
+		k := resultKey{containerID, kind}
+		if w := m.workers[k]; w != nil && m.results[k] == Failure {
+			return fmt.Sprintf("Container %s failed %s probe, will be restarted", w.target.Container.Name, strings.ToLower(string(kind)))
+		}
+	}
+	return ""
+}
+
+// Ready reports whether a running container passes its readiness probe
+// (true without one) and its startup probe.
+func (m *Manager) Ready(containerID string, hasReadinessProbe bool) bool {
+	if !m.started(containerID) {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := resultKey{containerID, Readiness}
+	if _, ok := m.workers[k]; !ok {
+		return !hasReadinessProbe
+	}
+	return m.results[k] == Success
+}
+
+// Started reports whether the container's startup probe passed (true
+// without one).
+func (m *Manager) Started(containerID string) bool { return m.started(containerID) }
+
+// started reports whether the container's startup probe (if any) passed.
+func (m *Manager) started(containerID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := resultKey{containerID, Startup}
+	if _, has := m.workers[k]; !has {
+		return true
+	}
+	return m.results[k] == Success
+}
+
+type worker struct {
+	m         *Manager
+	key       workerKey
+	pod       *v1.Pod
+	probe     *v1.Probe
+	target    Target
+	startedAt time.Time
+	cancel    context.CancelFunc
+}
+
+func (w *worker) run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(w.pod), "container", w.target.Container.Name, "probe", w.key.kind)
+	period := time.Duration(w.probe.PeriodSeconds) * time.Second
+	// First run: initialDelaySeconds after the container started. Workers
+	// of containers that have run for a while (adopted after a nodelet
+	// restart) start at a random point of their first period, so that
+	// they do not all probe in lock step.
+	delay := max(time.Duration(w.probe.InitialDelaySeconds)*time.Second-w.m.clock.Since(w.startedAt), 0)
+	if w.m.clock.Since(w.startedAt) > period {
+		delay += time.Duration(rand.Int64N(int64(period) + 1))
+	}
+	successes, failures := 0, 0
+	last := Unknown
+	timer := w.m.clock.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		timer.Reset(period)
+		if w.key.kind != Startup && !w.m.started(w.key.containerID) {
+			continue // startup probes hold the others back
+		}
+		out, err := w.m.runner.Probe(ctx, w.target, w.probe)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			successes, failures = successes+1, 0
+		} else {
+			successes, failures = 0, failures+1
+			msg := fmt.Sprintf("%s probe failed: %v", w.key.kind, err)
+			if out != "" {
+				msg += ": " + out
+			}
+			if w.m.recorder != nil {
+				w.m.recorder.Event(eventRef(w.pod, w.target.Container), v1.EventTypeWarning, "Unhealthy", msg)
+			}
+			logger.V(2).Info("Probe failed", "err", err, "output", out)
+		}
+		result := last
+		switch {
+		case successes >= int(w.probe.SuccessThreshold) || (successes > 0 && w.key.kind != Readiness):
+			result = Success
+		case failures >= int(w.probe.FailureThreshold):
+			result = Failure
+		}
+		if result != last {
+			last = result
+			w.m.set(w.key, w.pod.UID, result)
+		}
+		if w.key.kind == Startup && result == Success {
+			return // a startup probe is done once it succeeded
+		}
+	}
+}
+
+func eventRef(pod *v1.Pod, c *v1.Container) *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+		FieldPath: fmt.Sprintf("spec.containers{%s}", c.Name)}
+}
