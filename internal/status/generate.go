@@ -26,7 +26,7 @@ type Input struct {
 	RuntimeName string
 	// Probes gives readiness and startup results; nil means no probes.
 	Probes Probes
-	Now         time.Time
+	Now    time.Time
 }
 
 // Probes is what status needs of the prober.
