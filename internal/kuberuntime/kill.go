@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/prober"
 )
 
 // minGracePeriod is the shortest grace a container gets, as upstream.
@@ -52,7 +54,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *RunningPod,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := m.killContainer(ctx, pod, spec, c.Id, name, "Stopping container "+name, &grace); err != nil {
+			if err := m.killContainer(ctx, pod, spec, c.Id, name, running.PodIP, "Stopping container "+name, &grace); err != nil {
 				errs <- err
 			}
 		}()
@@ -76,7 +78,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *RunningPod,
 
 // killPodWithStatus is KillPod for a pod whose full status is at hand.
 func (m *Manager) killPodWithStatus(ctx context.Context, pod *v1.Pod, status *PodStatus, override *int64) error {
-	rp := &RunningPod{UID: status.UID, Name: status.Name, Namespace: status.Namespace, GracePeriod: -1}
+	rp := &RunningPod{UID: status.UID, Name: status.Name, Namespace: status.Namespace, GracePeriod: -1, PodIP: first(status.IPs)}
 	for _, s := range status.Sandboxes {
 		rp.Sandboxes = append(rp.Sandboxes, &runtimeapi.PodSandbox{Id: s.Id, State: s.State})
 	}
@@ -88,12 +90,22 @@ func (m *Manager) killPodWithStatus(ctx context.Context, pod *v1.Pod, status *Po
 	return m.KillPod(ctx, pod, rp, override)
 }
 
-// killContainer stops one container: SIGTERM (the image's stop signal),
-// then SIGKILL after the grace period, both done by the runtime.
-func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id, name, message string, grace *int64) error {
+// killContainer stops one container: its preStop hook first, then SIGTERM
+// (the image's stop signal) and SIGKILL when what is left of the grace
+// period ran out, both done by the runtime. The hook's time counts against
+// the grace period, which never drops below 2 s.
+func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id, name, podIP, message string, grace *int64) error {
 	g := gracePeriod(pod, nil, grace)
 	if pod != nil {
 		m.event(pod, c, v1.EventTypeNormal, "Killing", message)
+	}
+	if pod != nil && c != nil && c.Lifecycle != nil && c.Lifecycle.PreStop != nil && m.cfg.Hooks != nil {
+		start := m.clock.Now()
+		t := prober.Target{Pod: pod, Container: c, ContainerID: id, PodIP: podIP}
+		if out, err := m.cfg.Hooks.Hook(ctx, t, c.Lifecycle.PreStop, time.Duration(g)*time.Second); err != nil {
+			m.event(pod, c, v1.EventTypeWarning, "FailedPreStopHook", fmt.Sprintf("PreStopHook failed: %v %s", err, out))
+		}
+		g = max(g-int64(m.clock.Since(start).Seconds()), minGracePeriod)
 	}
 	klog.FromContext(ctx).V(2).Info("Killing container", "pod", klog.KObj(pod), "container", name, "containerID", id, "gracePeriod", g, "reason", message)
 	if err := m.rt.StopContainer(ctx, id, g); err != nil && !isNotFound(err) {

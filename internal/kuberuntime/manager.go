@@ -15,6 +15,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/prober"
 )
 
 // Container restart back-off, as upstream: 10 s doubling to 300 s, reset
@@ -29,10 +31,17 @@ type ImageEnsurer interface {
 	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error)
 }
 
+// HookRunner runs lifecycle hooks (postStart, preStop).
+type HookRunner interface {
+	Hook(ctx context.Context, t prober.Target, h *v1.LifecycleHandler, timeout time.Duration) (string, error)
+}
+
 // Config configures a Manager.
 type Config struct {
 	Runtime internalapi.RuntimeService
 	Images  ImageEnsurer
+	// Hooks runs lifecycle hooks; nil runs none.
+	Hooks HookRunner
 	// Recorder gets the upstream events (Created, Started, Killing, BackOff...).
 	Recorder record.EventRecorder
 	Clock    clock.Clock

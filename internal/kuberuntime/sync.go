@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/prober"
 )
 
 // Waiting reasons SyncPod reports for containers it did not get running.
@@ -99,7 +100,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 	} else {
 		for id, why := range a.ContainersToKill {
 			c := specContainer(pod, why.name)
-			if err := m.killContainer(ctx, pod, c, id, why.name, why.message, nil); err != nil {
+			if err := m.killContainer(ctx, pod, c, id, why.name, first(status.IPs), why.message, nil); err != nil {
 				return res, err
 			}
 		}
@@ -224,6 +225,17 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return &Waiting{Reason: ReasonRunContainerError, Message: err.Error()}, 10 * time.Second, err
 	}
 	m.event(pod, c, v1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.Name))
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil && m.cfg.Hooks != nil {
+		t := prober.Target{Pod: pod, Container: c, ContainerID: id, PodIP: first(facts.PodIPs)}
+		if out, err := m.cfg.Hooks.Hook(ctx, t, c.Lifecycle.PostStart, m.cfg.RuntimeRequestTimeout); err != nil {
+			msg := fmt.Sprintf("PostStartHook failed: %v %s", err, out)
+			m.event(pod, c, v1.EventTypeWarning, "FailedPostStartHook", msg)
+			if kerr := m.killContainer(ctx, pod, c, id, c.Name, first(facts.PodIPs), "FailedPostStartHook", nil); kerr != nil {
+				return nil, 0, kerr
+			}
+			return &Waiting{Reason: "PostStartHookError", Message: msg}, 0, err
+		}
+	}
 	return nil, 0, nil
 }
 

@@ -97,8 +97,10 @@ type RunningPod struct {
 	// GracePeriod is the termination grace period the pod was started with,
 	// read back from its containers' annotations (-1 when unknown).
 	GracePeriod int64
-	Sandboxes   []*runtimeapi.PodSandbox
-	Containers  []*runtimeapi.Container
+	// PodIP is the sandbox's IP when known (for preStop httpGet hooks).
+	PodIP      string
+	Sandboxes  []*runtimeapi.PodSandbox
+	Containers []*runtimeapi.Container
 }
 
 // Running reports whether anything of the pod still runs.

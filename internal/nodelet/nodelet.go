@@ -258,9 +258,11 @@ func (n *Nodelet) connect(ctx context.Context) (internalapi.RuntimeService, inte
 func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) {
 	cfg := &n.opts.Config
 	n.puller = images.NewPuller(is, n.recorder, n.clock, *cfg.SerializeImagePulls)
+	runner := &prober.Runner{Runtime: rs}
 	n.runtime = kuberuntime.NewManager(kuberuntime.Config{
 		Runtime:    rs,
 		Images:     n.puller,
+		Hooks:      runner,
 		Recorder:   n.recorder,
 		Clock:      n.clock,
 		PodLogsDir: cfg.PodLogsDir,
@@ -273,7 +275,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration,
 	})
 	n.pleg = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock})
-	n.prober = prober.New(&prober.Runner{Runtime: rs}, n.recorder, n.clock)
+	n.prober = prober.New(runner, n.recorder, n.clock)
 	n.workers = podworkers.New(ctx, podworkers.Config{
 		Syncer:       n,
 		Clock:        n.clock,

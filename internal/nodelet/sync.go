@@ -175,6 +175,9 @@ func podIdentity(pod *v1.Pod, running *kuberuntime.RunningPod) (uid types.UID, n
 // RemovePod take; the grace period comes from what the runtime listed.
 func runningFromStatus(rs *kuberuntime.PodStatus, listed *kuberuntime.RunningPod) *kuberuntime.RunningPod {
 	rp := &kuberuntime.RunningPod{UID: rs.UID, Name: rs.Name, Namespace: rs.Namespace, GracePeriod: -1}
+	if len(rs.IPs) > 0 {
+		rp.PodIP = rs.IPs[0]
+	}
 	if listed != nil {
 		rp.GracePeriod = listed.GracePeriod
 	}

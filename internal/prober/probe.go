@@ -180,3 +180,24 @@ func (r *Runner) Probe(ctx context.Context, t Target, p *v1.Probe) (string, erro
 	}
 	return "", errors.New("probe has no handler")
 }
+
+// Hook runs a lifecycle handler (postStart, preStop) with a time limit.
+func (r *Runner) Hook(ctx context.Context, t Target, h *v1.LifecycleHandler, timeout time.Duration) (string, error) {
+	switch {
+	case h.Exec != nil:
+		return r.Exec(ctx, t, h.Exec.Command, timeout)
+	case h.HTTPGet != nil:
+		return r.HTTPGet(ctx, t, h.HTTPGet, timeout)
+	case h.Sleep != nil:
+		d := min(time.Duration(h.Sleep.Seconds)*time.Second, timeout)
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(d):
+			return "", nil
+		}
+	case h.TCPSocket != nil:
+		return "", nil // deprecated and a no-op upstream
+	}
+	return "", errors.New("lifecycle handler has no action")
+}
