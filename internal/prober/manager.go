@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // Kind is a probe kind.
@@ -98,6 +100,7 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, podIP string, running [
 	for k, w := range m.workers {
 		if w.pod.UID == pod.UID && !live[k.containerID] {
 			w.cancel()
+			w.forget()
 			delete(m.workers, k)
 			delete(m.results, k)
 		}
@@ -111,6 +114,7 @@ func (m *Manager) RemovePod(uid types.UID) {
 	for k, w := range m.workers {
 		if w.pod.UID == uid {
 			w.cancel()
+			w.forget()
 			delete(m.workers, k)
 			delete(m.results, k)
 		}
@@ -221,10 +225,12 @@ func (w *worker) run(ctx context.Context) {
 		if w.key.kind != Startup && !w.m.started(w.key.containerID) {
 			continue // startup probes hold the others back
 		}
+		began := w.m.clock.Now()
 		out, err := w.m.runner.Probe(ctx, w.target, w.probe)
 		if ctx.Err() != nil {
 			return
 		}
+		w.record(err, w.m.clock.Since(began))
 		if err == nil {
 			successes, failures = successes+1, 0
 		} else {
@@ -253,6 +259,28 @@ func (w *worker) run(ctx context.Context) {
 			return // a startup probe is done once it succeeded
 		}
 	}
+}
+
+// record counts a probe run in the prober_* metrics.
+func (w *worker) record(err error, took time.Duration) {
+	result := "successful"
+	if err != nil {
+		result = "failed"
+	}
+	kind := strings.ToLower(string(w.key.kind))
+	c, p := w.target.Container.Name, w.pod
+	metrics.ProbeTotal.WithLabelValues(kind, result, c, p.Name, p.Namespace, string(p.UID)).Inc()
+	metrics.ProbeDuration.WithLabelValues(kind, c, p.Name, p.Namespace).Observe(took.Seconds())
+}
+
+// forget drops the worker's metric series when its container is gone.
+func (w *worker) forget() {
+	kind := strings.ToLower(string(w.key.kind))
+	c, p := w.target.Container.Name, w.pod
+	for _, result := range []string{"successful", "failed"} {
+		metrics.ProbeTotal.DeleteLabelValues(kind, result, c, p.Name, p.Namespace, string(p.UID))
+	}
+	metrics.ProbeDuration.DeleteLabelValues(kind, c, p.Name, p.Namespace)
 }
 
 func eventRef(pod *v1.Pod, c *v1.Container) *v1.ObjectReference {

@@ -1,0 +1,31 @@
+// Package metrics owns nodelet's Prometheus metrics, with the upstream
+// kubelet's names where they mean the same. Registries are split as the
+// upstream kubelet serves them: Probes for /metrics/probes.
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Probes is the registry served at /metrics/probes.
+var Probes = prometheus.NewRegistry()
+
+var (
+	// ProbeTotal counts probe runs by kind and result, as upstream's
+	// prober_probe_total.
+	ProbeTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "prober",
+		Name:      "probe_total",
+		Help:      "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+	}, []string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"})
+
+	// ProbeDuration is upstream's prober_probe_duration_seconds.
+	ProbeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "prober",
+		Name:      "probe_duration_seconds",
+		Help:      "Duration in seconds for a probe response.",
+		Buckets:   prometheus.DefBuckets,
+	}, []string{"probe_type", "container", "pod", "namespace"})
+)
+
+func init() {
+	Probes.MustRegister(ProbeTotal, ProbeDuration)
+}

@@ -1,0 +1,101 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/internal/metrics"
+)
+
+func waitResult(t *testing.T, m *Manager, id string, kind Kind, want Result, clk *testingclock.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Result(id, kind) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s result of %s: %v, want %v", kind, id, m.Result(id, kind), want)
+		}
+		if clk.HasWaiters() {
+			clk.Step(time.Second)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestWorkersApplyThresholds(t *testing.T) {
+	rt := critest.NewFakeRuntimeService()
+	clk := testingclock.NewFakeClock(time.Now())
+	m := New(&Runner{Runtime: rt}, nil, clk)
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "p", "ns", "uid-1"
+	c := &v1.Container{Name: "c",
+		LivenessProbe:  &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"check"}}}, PeriodSeconds: 1, FailureThreshold: 3, SuccessThreshold: 1, TimeoutSeconds: 1},
+		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"check"}}}, PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 2, TimeoutSeconds: 1},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m.Sync(ctx, pod, "10.0.0.1", []Container{{Spec: c, ID: "cid", StartedAt: clk.Now()}})
+
+	// Readiness starts unready and needs two successes.
+	if m.Ready("cid", true) {
+		t.Fatal("ready before any probe")
+	}
+	waitResult(t, m, "cid", Readiness, Success, clk)
+	waitResult(t, m, "cid", Liveness, Success, clk)
+	if !m.Ready("cid", true) || m.Unhealthy("cid") != "" {
+		t.Fatalf("ready %v unhealthy %q after passing probes", m.Ready("cid", true), m.Unhealthy("cid"))
+	}
+	if got := testutil.ToFloat64(metrics.ProbeTotal.WithLabelValues("liveness", "successful", "c", "p", "ns", "uid-1")); got < 1 {
+		t.Errorf("prober_probe_total successful = %v", got)
+	}
+
+	// Failures: readiness after one, liveness after three.
+	for i := 0; i < 10; i++ {
+		rt.InjectError("ExecSync", errors.New("exit status 1"))
+	}
+	waitResult(t, m, "cid", Readiness, Failure, clk)
+	waitResult(t, m, "cid", Liveness, Failure, clk)
+	if got := m.Unhealthy("cid"); got != "Container c failed liveness probe, will be restarted" {
+		t.Errorf("unhealthy: %q", got)
+	}
+
+	// A container that stops running loses its workers and results.
+	m.Sync(ctx, pod, "10.0.0.1", nil)
+	if m.Result("cid", Liveness) != Unknown || m.Unhealthy("cid") != "" {
+		t.Error("results kept for a stopped container")
+	}
+}
+
+func TestStartupHoldsBackLiveness(t *testing.T) {
+	rt := critest.NewFakeRuntimeService()
+	clk := testingclock.NewFakeClock(time.Now())
+	m := New(&Runner{Runtime: rt}, nil, clk)
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "p2", "ns", "uid-2"
+	probe := func(th int32) *v1.Probe {
+		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"x"}}}, PeriodSeconds: 1, FailureThreshold: th, SuccessThreshold: 1, TimeoutSeconds: 1}
+	}
+	c := &v1.Container{Name: "c", StartupProbe: probe(30), LivenessProbe: probe(1)}
+	for i := 0; i < 5; i++ {
+		rt.InjectError("ExecSync", errors.New("not yet"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m.Sync(ctx, pod, "10.0.0.2", []Container{{Spec: c, ID: "cid2", StartedAt: clk.Now()}})
+	if m.Started("cid2") {
+		t.Fatal("started before the startup probe passed")
+	}
+	waitResult(t, m, "cid2", Startup, Success, clk)
+	if m.Result("cid2", Liveness) == Failure || m.Unhealthy("cid2") != "" {
+		t.Errorf("liveness judged while the startup probe had not passed")
+	}
+	if !m.Started("cid2") {
+		t.Error("not started after the startup probe passed")
+	}
+}
