@@ -56,18 +56,24 @@ JSON
 }
 
 registry_ready() {
-	curl -fsS -o /dev/null "http://$REGISTRY_ADDR/v2/library/busybox/manifests/1.36" 2>/dev/null
+	curl -fsS -o /dev/null "http://$REGISTRY_ADDR/v2/library/busybox/manifests/1.36" 2>/dev/null &&
+		curl -fsS -o /dev/null "http://$REGISTRY_ADDR/v2/nodelet/grpc-health/manifests/1.0" 2>/dev/null
 }
 
 start_registry() {
 	if pid_alive "$REGISTRY_PID" && registry_ready; then return 0; fi
+	# An older registry of this stack (without every image): replace it.
+	if pkill -f "^$STACK_DIR/bin/testregistry " 2>/dev/null; then
+		sleep 0.5
+	fi
 	mkdir -p "$STACK_DIR/registry" "$STACK_DIR/bin"
 	log "building the test images and registry"
 	gcc -Os -static -s -o "$STACK_DIR/bin/pause" "$REPO_ROOT/hack/images/pause.c" || die "building pause failed"
 	(cd "$REPO_ROOT" && go build -o "$STACK_DIR/bin/testregistry" ./hack/tools/testregistry) || die "building testregistry failed"
+	(cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$STACK_DIR/bin/grpc-health" ./hack/images/grpc-health) || die "building grpc-health failed"
 	rm -f "$STACK_DIR/registry/ready"
 	setsid "$STACK_DIR/bin/testregistry" --addr "$REGISTRY_ADDR" --pause "$STACK_DIR/bin/pause" \
-		--busybox /bin/busybox --ready-file "$STACK_DIR/registry/ready" \
+		--busybox /bin/busybox --grpc-health "$STACK_DIR/bin/grpc-health" --ready-file "$STACK_DIR/registry/ready" \
 		>"$STACK_DIR/registry/registry.log" 2>&1 </dev/null &
 	echo $! >"$REGISTRY_PID"
 	for _ in $(seq 100); do

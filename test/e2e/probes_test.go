@@ -76,6 +76,17 @@ func TestProbes(t *testing.T) {
 	tcpBad := busyboxPod("tcp-bad", name, serve+"exec httpd -f -p 8082 -h /www")
 	tcpBad.Spec.Containers[0].ReadinessProbe = probe(v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(9999)}}, 1, 1)
 	create(tcpBad)
+	// gRPC health probes: the overall service passes, "down" fails.
+	grpcPod := func(podName string, service *string) *v1.Pod {
+		p := busyboxPod(podName, name, "")
+		p.Spec.Containers[0].Image = "docker.io/nodelet/grpc-health:1.0"
+		p.Spec.Containers[0].Command = nil
+		p.Spec.Containers[0].ReadinessProbe = probe(v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: 9090, Service: service}}, 1, 1)
+		return p
+	}
+	down := "down"
+	create(grpcPod("grpc-ok", nil))
+	create(grpcPod("grpc-down", &down))
 	// initialDelaySeconds holds readiness back.
 	delayed := busyboxPod("delayed", name, "trap 'exit 0' TERM; while true; do sleep 0.2; done")
 	delayed.Spec.Containers[0].ReadinessProbe = probe(execProbe("true"), 1, 1)
@@ -95,6 +106,7 @@ func TestProbes(t *testing.T) {
 	waitPod(t, c, ns, "http-liveness", 40*time.Second, "restarted by its failing liveness probe", func(p *v1.Pod) bool { return restarts(p) >= 2 })
 	waitPod(t, c, ns, "exec-timeout", 40*time.Second, "restarted by its timing-out exec probe", func(p *v1.Pod) bool { return restarts(p) >= 1 })
 	waitPod(t, c, ns, "tcp-ok", 30*time.Second, "Ready by tcp", podReady)
+	waitPod(t, c, ns, "grpc-ok", 30*time.Second, "Ready by gRPC", podReady)
 	p = waitPod(t, c, ns, "slow-starter", 40*time.Second, "Ready after its startup probe", podReady)
 	if r := restarts(p); r != 0 {
 		t.Errorf("the startup probe did not protect the slow starter: %d restarts", r)
@@ -109,7 +121,7 @@ func TestProbes(t *testing.T) {
 			t.Errorf("delayed became Ready %v after start, before its 6 s initialDelaySeconds", cond.LastTransitionTime.Sub(started))
 		}
 	}
-	for _, pn := range []string{"never-ready", "tcp-bad"} {
+	for _, pn := range []string{"never-ready", "tcp-bad", "grpc-down"} {
 		p := c.Pod(t, ns, pn)
 		if p.Status.Phase != v1.PodRunning || podReady(p) || containerReady(p) || restarts(p) != 0 {
 			t.Errorf("%s: phase %s ready %v restarts %d; want Running, unready, never restarted", pn, p.Status.Phase, podReady(p), restarts(p))

@@ -41,15 +41,16 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:35000", "loopback address to serve on")
 	pausePath := flag.String("pause", "", "static pause binary to package as registry.k8s.io/pause:3.10")
 	busyboxPath := flag.String("busybox", "/bin/busybox", "static busybox binary to package as docker.io/library/busybox:1.36")
+	grpcPath := flag.String("grpc-health", "", "static gRPC health server to package as docker.io/nodelet/grpc-health:1.0")
 	readyFile := flag.String("ready-file", "", "file written once every image is pushed")
 	flag.Parse()
 
-	if err := run(*addr, *pausePath, *busyboxPath, *readyFile); err != nil {
+	if err := run(*addr, *pausePath, *busyboxPath, *grpcPath, *readyFile); err != nil {
 		log.Fatalf("testregistry: %v", err)
 	}
 }
 
-func run(addr, pausePath, busyboxPath, readyFile string) error {
+func run(addr, pausePath, busyboxPath, grpcPath, readyFile string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
@@ -71,7 +72,7 @@ func run(addr, pausePath, busyboxPath, readyFile string) error {
 		}
 	}()
 
-	images, err := buildImages(pausePath, busyboxPath)
+	images, err := buildImages(pausePath, busyboxPath, grpcPath)
 	if err != nil {
 		return err
 	}
@@ -107,8 +108,20 @@ type testImage struct {
 	image v1.Image
 }
 
-func buildImages(pausePath, busyboxPath string) ([]testImage, error) {
+func buildImages(pausePath, busyboxPath, grpcPath string) ([]testImage, error) {
 	var out []testImage
+	if grpcPath != "" {
+		bin, err := os.ReadFile(grpcPath)
+		if err != nil {
+			return nil, err
+		}
+		img, err := newImage([]entry{{name: "grpc-health", mode: 0o755, data: bin}},
+			v1.Config{Entrypoint: []string{"/grpc-health"}})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, testImage{tags: []string{"nodelet/grpc-health:1.0"}, image: img})
+	}
 	if pausePath != "" {
 		bin, err := os.ReadFile(pausePath)
 		if err != nil {
