@@ -32,6 +32,9 @@ type podActions struct {
 type killReason struct {
 	name    string
 	message string
+	// grace overrides the pod's grace period (a probe's own
+	// terminationGracePeriodSeconds).
+	grace *int64
 }
 
 // shouldRestart reports whether a container that is not running should be
@@ -81,8 +84,9 @@ func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
 // ProbeResults tells SyncPod which running containers failed their
 // liveness or startup probe.
 type ProbeResults interface {
-	// Unhealthy returns why the container must be restarted, or "".
-	Unhealthy(containerID string) string
+	// Unhealthy returns why the container must be restarted, or "", and
+	// the failed probe's terminationGracePeriodSeconds if it has one.
+	Unhealthy(containerID string) (string, *int64)
 }
 
 // computePodActions decides what SyncPod does. It is pure: the runtime's
@@ -143,7 +147,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 				}
 			default:
 				// Created but not started, or unknown: replace it.
-				a.ContainersToKill[cs.ID] = killReason{c.Name, "Init container is in an unknown state"}
+				a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: "Init container is in an unknown state"}
 				a.NextInitContainer = c
 			}
 			return a
@@ -156,7 +160,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 		cs := status.Latest(c.Name)
 		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			if cs != nil && cs.State != runtimeapi.ContainerState_CONTAINER_EXITED {
-				a.ContainersToKill[cs.ID] = killReason{c.Name, "Container is in an unknown state"}
+				a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: "Container is in an unknown state"}
 			}
 			if shouldRestart(cs, policy) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
@@ -164,8 +168,8 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 			continue
 		}
 		if probes != nil {
-			if why := probes.Unhealthy(cs.ID); why != "" {
-				a.ContainersToKill[cs.ID] = killReason{c.Name, why}
+			if why, grace := probes.Unhealthy(cs.ID); why != "" {
+				a.ContainersToKill[cs.ID] = killReason{c.Name, why, grace}
 				if policy != v1.RestartPolicyNever {
 					a.ContainersToStart = append(a.ContainersToStart, i)
 				}
@@ -173,7 +177,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 			}
 		}
 		if cs.Hash != "" && cs.Hash != podspec.ContainerHash(c) {
-			a.ContainersToKill[cs.ID] = killReason{c.Name, fmt.Sprintf("Container %s definition changed", c.Name)}
+			a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: fmt.Sprintf("Container %s definition changed", c.Name)}
 			if policy != v1.RestartPolicyNever {
 				a.ContainersToStart = append(a.ContainersToStart, i)
 			}
@@ -191,7 +195,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 	}
 	for _, cs := range status.Containers {
 		if cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING && !inSpec[cs.Name] {
-			a.ContainersToKill[cs.ID] = killReason{cs.Name, "Container is not in the pod spec"}
+			a.ContainersToKill[cs.ID] = killReason{name: cs.Name, message: "Container is not in the pod spec"}
 		}
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {

@@ -86,7 +86,7 @@ func TestComputePodActions(t *testing.T) {
 			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "b", running, 0)),
 			probes: unhealthy{"b-id": "Container b failed liveness probe, will be restarted"},
 			want: podActions{SandboxID: "s1", ContainersToStart: []int{1},
-				ContainersToKill: map[string]killReason{"b-id": {"b", "Container b failed liveness probe, will be restarted"}}},
+				ContainersToKill: map[string]killReason{"b-id": {name: "b", message: "Container b failed liveness probe, will be restarted"}}},
 		},
 		{
 			name:   "a failed liveness probe under Never kills without restart",
@@ -94,7 +94,7 @@ func TestComputePodActions(t *testing.T) {
 			status: podStatus(ready, cs(never, "a", running, 0), cs(never, "b", running, 0)),
 			probes: unhealthy{"a-id": "Container a failed liveness probe"},
 			want: podActions{SandboxID: "s1",
-				ContainersToKill: map[string]killReason{"a-id": {"a", "Container a failed liveness probe"}}},
+				ContainersToKill: map[string]killReason{"a-id": {name: "a", message: "Container a failed liveness probe"}}},
 		},
 		{
 			name:   "new pod: create the sandbox and start every container",
@@ -155,21 +155,21 @@ func TestComputePodActions(t *testing.T) {
 			pod:    changed,
 			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "b", running, 0)),
 			want: podActions{SandboxID: "s1", ContainersToStart: []int{1},
-				ContainersToKill: map[string]killReason{"b-id": {"b", "Container b definition changed"}}},
+				ContainersToKill: map[string]killReason{"b-id": {name: "b", message: "Container b definition changed"}}},
 		},
 		{
 			name:   "a created-but-never-started container is replaced",
 			pod:    always,
 			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "b", created, 0)),
 			want: podActions{SandboxID: "s1", ContainersToStart: []int{1},
-				ContainersToKill: map[string]killReason{"b-id": {"b", "Container is in an unknown state"}}},
+				ContainersToKill: map[string]killReason{"b-id": {name: "b", message: "Container is in an unknown state"}}},
 		},
 		{
 			name:   "a running container the spec lacks is killed",
 			pod:    testPod(v1.RestartPolicyAlways, nil, "a"),
 			status: podStatus(ready, cs(always, "a", running, 0), cs(always, "old", running, 0)),
 			want: podActions{SandboxID: "s1",
-				ContainersToKill: map[string]killReason{"old-id": {"old", "Container is not in the pod spec"}}},
+				ContainersToKill: map[string]killReason{"old-id": {name: "old", message: "Container is not in the pod spec"}}},
 		},
 		{
 			name:   "new pod with init containers: the first init container only",
@@ -227,7 +227,7 @@ func TestComputePodActions(t *testing.T) {
 
 type unhealthy map[string]string
 
-func (u unhealthy) Unhealthy(id string) string { return u[id] }
+func (u unhealthy) Unhealthy(id string) (string, *int64) { return u[id], nil }
 
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {

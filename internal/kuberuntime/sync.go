@@ -100,7 +100,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 	} else {
 		for id, why := range a.ContainersToKill {
 			c := specContainer(pod, why.name)
-			if err := m.killContainer(ctx, pod, c, id, why.name, first(status.IPs), why.message, nil); err != nil {
+			if err := m.killContainer(ctx, pod, c, id, why.name, first(status.IPs), why.message, why.grace); err != nil {
 				return res, err
 			}
 		}

@@ -147,17 +147,19 @@ func (m *Manager) set(k resultKey, uid types.UID, r Result) {
 }
 
 // Unhealthy implements kuberuntime.ProbeResults: why a running container
-// must be restarted (a failed liveness or startup probe), or "".
-func (m *Manager) Unhealthy(containerID string) string {
+// must be restarted (a failed liveness or startup probe), or "", with the
+// probe's own terminationGracePeriodSeconds if set.
+func (m *Manager) Unhealthy(containerID string) (string, *int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, kind := range []Kind{Liveness, Startup} {
 		k := resultKey{containerID, kind}
 		if w := m.workers[k]; w != nil && m.results[k] == Failure {
-			return fmt.Sprintf("Container %s failed %s probe, will be restarted", w.target.Container.Name, strings.ToLower(string(kind)))
+			return fmt.Sprintf("Container %s failed %s probe, will be restarted", w.target.Container.Name, strings.ToLower(string(kind))),
+				w.probe.TerminationGracePeriodSeconds
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // Ready reports whether a running container passes its readiness probe
@@ -207,9 +209,13 @@ func (w *worker) run(ctx context.Context) {
 	// of containers that have run for a while (adopted after a nodelet
 	// restart) start at a random point of their first period, so that
 	// they do not all probe in lock step.
+	// Fresh containers get a small jitter too (a tenth of a period), so
+	// pods started together drift apart without delaying readiness much.
 	delay := max(time.Duration(w.probe.InitialDelaySeconds)*time.Second-w.m.clock.Since(w.startedAt), 0)
 	if w.m.clock.Since(w.startedAt) > period {
 		delay += time.Duration(rand.Int64N(int64(period) + 1))
+	} else {
+		delay += time.Duration(rand.Int64N(int64(period)/10 + 1))
 	}
 	successes, failures := 0, 0
 	last := Unknown

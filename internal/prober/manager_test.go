@@ -48,8 +48,8 @@ func TestWorkersApplyThresholds(t *testing.T) {
 	}
 	waitResult(t, m, "cid", Readiness, Success, clk)
 	waitResult(t, m, "cid", Liveness, Success, clk)
-	if !m.Ready("cid", true) || m.Unhealthy("cid") != "" {
-		t.Fatalf("ready %v unhealthy %q after passing probes", m.Ready("cid", true), m.Unhealthy("cid"))
+	if why, _ := m.Unhealthy("cid"); !m.Ready("cid", true) || why != "" {
+		t.Fatalf("ready %v unhealthy %q after passing probes", m.Ready("cid", true), why)
 	}
 	if got := testutil.ToFloat64(metrics.ProbeTotal.WithLabelValues("liveness", "successful", "c", "p", "ns", "uid-1")); got < 1 {
 		t.Errorf("prober_probe_total successful = %v", got)
@@ -61,13 +61,13 @@ func TestWorkersApplyThresholds(t *testing.T) {
 	}
 	waitResult(t, m, "cid", Readiness, Failure, clk)
 	waitResult(t, m, "cid", Liveness, Failure, clk)
-	if got := m.Unhealthy("cid"); got != "Container c failed liveness probe, will be restarted" {
+	if got, _ := m.Unhealthy("cid"); got != "Container c failed liveness probe, will be restarted" {
 		t.Errorf("unhealthy: %q", got)
 	}
 
 	// A container that stops running loses its workers and results.
 	m.Sync(ctx, pod, "10.0.0.1", nil)
-	if m.Result("cid", Liveness) != Unknown || m.Unhealthy("cid") != "" {
+	if why, _ := m.Unhealthy("cid"); m.Result("cid", Liveness) != Unknown || why != "" {
 		t.Error("results kept for a stopped container")
 	}
 }
@@ -92,7 +92,7 @@ func TestStartupHoldsBackLiveness(t *testing.T) {
 		t.Fatal("started before the startup probe passed")
 	}
 	waitResult(t, m, "cid2", Startup, Success, clk)
-	if m.Result("cid2", Liveness) == Failure || m.Unhealthy("cid2") != "" {
+	if why, _ := m.Unhealthy("cid2"); m.Result("cid2", Liveness) == Failure || why != "" {
 		t.Errorf("liveness judged while the startup probe had not passed")
 	}
 	if !m.Started("cid2") {

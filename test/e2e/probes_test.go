@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
@@ -63,6 +64,14 @@ func TestProbes(t *testing.T) {
 	slow.Spec.Containers[0].LivenessProbe = probe(execProbe("sleep", "5"), 1, 1)
 	slow.Spec.Containers[0].LivenessProbe.InitialDelaySeconds = 1
 	create(slow)
+	// A liveness kill uses the probe's own terminationGracePeriodSeconds
+	// (2 s) instead of the pod's 60 s, for a container that ignores SIGTERM.
+	pgrace := busyboxPod("probe-grace", name, "exec sleep 3600")
+	pgrace.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60)
+	pgrace.Spec.Containers[0].LivenessProbe = probe(execProbe("false"), 1, 1)
+	pgrace.Spec.Containers[0].LivenessProbe.InitialDelaySeconds = 2
+	pgrace.Spec.Containers[0].LivenessProbe.TerminationGracePeriodSeconds = ptr.To[int64](2)
+	create(pgrace)
 	// A slow starter (6 s) with a strict liveness probe, protected by a
 	// startup probe.
 	starter := busyboxPod("slow-starter", name, "trap 'exit 0' TERM; sleep 6; touch /tmp/started; while true; do sleep 0.2; done")
@@ -105,6 +114,7 @@ func TestProbes(t *testing.T) {
 	}
 	waitPod(t, c, ns, "http-liveness", 40*time.Second, "restarted by its failing liveness probe", func(p *v1.Pod) bool { return restarts(p) >= 2 })
 	waitPod(t, c, ns, "exec-timeout", 40*time.Second, "restarted by its timing-out exec probe", func(p *v1.Pod) bool { return restarts(p) >= 1 })
+	waitPod(t, c, ns, "probe-grace", 20*time.Second, "restarted within the probe's 2 s grace, not the pod's 60 s", func(p *v1.Pod) bool { return restarts(p) >= 1 })
 	waitPod(t, c, ns, "tcp-ok", 30*time.Second, "Ready by tcp", podReady)
 	waitPod(t, c, ns, "grpc-ok", 30*time.Second, "Ready by gRPC", podReady)
 	p = waitPod(t, c, ns, "slow-starter", 40*time.Second, "Ready after its startup probe", podReady)
