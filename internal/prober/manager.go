@@ -221,12 +221,18 @@ func (w *worker) run(ctx context.Context) {
 	last := Unknown
 	timer := w.m.clock.NewTimer(delay)
 	defer timer.Stop()
+	due := w.m.clock.Now().Add(delay)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
 		}
+		now := w.m.clock.Now()
+		if late := now.Sub(due); late > period {
+			logger.V(2).Info("Probe ran late", "late", late.Round(time.Millisecond), "period", period)
+		}
+		due = now.Add(period)
 		timer.Reset(period)
 		if w.key.kind != Startup && !w.m.started(w.key.containerID) {
 			continue // startup probes hold the others back
@@ -236,7 +242,9 @@ func (w *worker) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		w.record(err, w.m.clock.Since(began))
+		took := w.m.clock.Since(began)
+		w.record(err, took)
+		logger.V(4).Info("Probe ran", "ok", err == nil, "took", took.Round(time.Millisecond))
 		if err == nil {
 			successes, failures = successes+1, 0
 		} else {
