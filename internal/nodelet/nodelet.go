@@ -111,7 +111,10 @@ func New(opts *config.Options) (*Nodelet, error) {
 	n.recorder = newRecorder(n.client, opts.NodeName)
 	var getter volumes.Getter
 	if n.client != nil {
-		n.apiGetter = volumes.NewAPIGetter(n.client, n.clock, time.Minute)
+		// ConfigMaps and Secrets are re-read at most every syncFrequency
+		// (and every minute at most): an update reaches running pods'
+		// files within syncFrequency plus this TTL.
+		n.apiGetter = volumes.NewAPIGetter(n.client, n.clock, min(time.Minute, opts.Config.SyncFrequency.Duration))
 		getter = n.apiGetter
 	}
 	n.volumes = volumes.NewManager(filepath.Join(opts.RootDir, "pods"), getter)

@@ -9,8 +9,9 @@ import (
 	"syscall"
 )
 
-// ensureTmpfs mounts a tmpfs on dir unless one is there already.
-func ensureTmpfs(dir string) error {
+// ensureTmpfs mounts a tmpfs on dir, with extra mount options, unless one
+// is there already.
+func ensureTmpfs(dir, extra string) error {
 	mounted, err := mountPoints(dir)
 	if err != nil {
 		return err
@@ -20,7 +21,11 @@ func ensureTmpfs(dir string) error {
 			return nil
 		}
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
+	opts := "mode=0755"
+	if extra != "" {
+		opts += "," + extra
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return nil

@@ -58,18 +58,30 @@ func (m *Manager) setup(ctx context.Context, pod *v1.Pod, v *v1.Volume) (string,
 		// Secrets and projected volumes (service account tokens) live in
 		// memory, never on disk, as upstream.
 		if v.Secret != nil || v.Projected != nil {
-			if err := ensureTmpfs(dir); err != nil {
+			if err := ensureTmpfs(dir, ""); err != nil {
 				return "", err
 			}
 		}
 		return dir, writeAtomic(dir, files)
 	case v.EmptyDir != nil:
-		if v.EmptyDir.Medium != v1.StorageMediumDefault {
-			return "", fmt.Errorf("emptyDir medium %q is not supported yet", v.EmptyDir.Medium)
-		}
 		dir := filepath.Join(m.PodDir(pod.UID), "volumes", pluginDir(v), v.Name)
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return "", err
+		}
+		switch v.EmptyDir.Medium {
+		case v1.StorageMediumDefault:
+		case v1.StorageMediumMemory:
+			// A tmpfs, as large as sizeLimit (the kernel's default, half
+			// the memory, without one).
+			opts := ""
+			if l := v.EmptyDir.SizeLimit; l != nil && l.Value() > 0 {
+				opts = fmt.Sprintf("size=%d", l.Value())
+			}
+			if err := ensureTmpfs(dir, opts); err != nil {
+				return "", err
+			}
+		default:
+			return "", fmt.Errorf("emptyDir medium %q is not supported yet", v.EmptyDir.Medium)
 		}
 		// As upstream: world-writable, so any container user can use it.
 		return dir, os.Chmod(dir, 0o777)
