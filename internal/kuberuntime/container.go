@@ -41,7 +41,7 @@ func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int
 	for i, s := range c.Args {
 		args[i] = expand(s, lookup)
 	}
-	mounts, err := m.containerMounts(pod, c, volumePaths)
+	mounts, err := m.containerMounts(pod, c, volumePaths, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -139,23 +139,23 @@ func first(s []string) string {
 	return s[0]
 }
 
-func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[string]string) ([]*runtimeapi.Mount, error) {
+func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[string]string, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
 	for _, vm := range c.VolumeMounts {
 		host, ok := volumePaths[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("volume %q is not prepared", vm.Name)
 		}
-		if vm.SubPath != "" {
-			if filepath.IsAbs(vm.SubPath) || strings.Contains("/"+vm.SubPath+"/", "/../") {
-				return nil, fmt.Errorf("subPath %q must be a relative path without '..'", vm.SubPath)
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr, env)
+		}
+		if sub != "" {
+			p, err := subPathHost(host, sub)
+			if err != nil {
+				return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
 			}
-			host = filepath.Join(host, vm.SubPath)
-			if _, err := os.Lstat(host); os.IsNotExist(err) {
-				if err := os.MkdirAll(host, 0o750); err != nil {
-					return nil, err
-				}
-			}
+			host = p
 		}
 		mounts = append(mounts, &runtimeapi.Mount{
 			ContainerPath: vm.MountPath,
@@ -185,6 +185,48 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: path})
 	}
 	return mounts, nil
+}
+
+// subPathHost is the host path of sub inside the volume at root, created
+// as a directory when missing. As upstream, a subPath may not be absolute,
+// hold '..', or lead out of the volume through a symlink (one a container
+// could have planted).
+func subPathHost(root, sub string) (string, error) {
+	if filepath.IsAbs(sub) || strings.Contains("/"+sub+"/", "/../") {
+		return "", fmt.Errorf("subPath %q must be a relative path without '..'", sub)
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	within := func(p string) bool {
+		return p == realRoot || strings.HasPrefix(p, realRoot+string(filepath.Separator))
+	}
+	full := filepath.Join(root, sub)
+	// Resolve the deepest existing part before creating anything.
+	existing := full
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		existing = filepath.Dir(existing)
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", err
+	}
+	if !within(real) {
+		return "", fmt.Errorf("subPath %q leads out of the volume (to %s)", sub, real)
+	}
+	if existing != full {
+		if err := os.MkdirAll(full, 0o750); err != nil {
+			return "", err
+		}
+	}
+	if real, err = filepath.EvalSymlinks(full); err != nil || !within(real) {
+		return "", fmt.Errorf("subPath %q leads out of the volume", sub)
+	}
+	return real, nil
 }
 
 func mountedAt(mounts []*runtimeapi.Mount, p string) bool {
