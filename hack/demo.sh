@@ -46,7 +46,7 @@ for f in examples/*.yaml; do
 	cp "$f" "$DEMO_DIR/manifests/"
 done
 setsid bin/nodelet --config "$DEMO_DIR/kubelet-config.yaml" --root-dir "$DEMO_DIR/root" \
-	--hostname-override "$DEMO_NODE" --node-ip "$NODE_IP" >>"$DEMO_DIR/nodelet.log" 2>&1 </dev/null &
+	--hostname-override "$DEMO_NODE" --node-ip "$NODE_IP" >"$DEMO_DIR/nodelet.log" 2>&1 </dev/null &
 echo $! >"$DEMO_PID"
 log "nodelet started (pid $(cat "$DEMO_PID")), log: $DEMO_DIR/nodelet.log"
 
