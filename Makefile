@@ -3,6 +3,7 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 export GOFLAGS ?= -buildvcs=false
+export HOME ?= /root
 
 .PHONY: build test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench clean
 

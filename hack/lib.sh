@@ -30,6 +30,8 @@ need_root() { [ "$(id -u)" = 0 ] || die "the harness must run as root (it starts
 # pid_alive FILE: true if FILE names a running process.
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# Go settings shared by every build in the harness.
+# Go settings shared by every build in the harness. Go needs a home for its
+# caches, even where the environment has none.
+export HOME="${HOME:-/root}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 export PATH="/usr/local/go/bin:$PATH"
