@@ -14,6 +14,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Waiting reasons a failed EnsureImage reports, as upstream.
@@ -135,7 +137,7 @@ func (p *Puller) event(pod *v1.Pod, c *v1.Container, typ, reason, msg string) {
 	if p.recorder == nil {
 		return
 	}
-	p.recorder.Event(ContainerRef(pod, c), typ, reason, msg)
+	p.recorder.Event(podspec.ContainerRef(pod, c), typ, reason, msg)
 }
 
 // NormalizeImage adds the default tag "latest" to an image without tag or

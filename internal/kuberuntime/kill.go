@@ -78,16 +78,26 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *RunningPod,
 
 // killPodWithStatus is KillPod for a pod whose full status is at hand.
 func (m *Manager) killPodWithStatus(ctx context.Context, pod *v1.Pod, status *PodStatus, override *int64) error {
+	return m.KillPod(ctx, pod, RunningFromStatus(status, nil), override)
+}
+
+// RunningFromStatus turns a full status into the RunningPod that KillPod
+// and RemovePod take; the grace period comes from what the runtime listed
+// (listed may be nil).
+func RunningFromStatus(status *PodStatus, listed *RunningPod) *RunningPod {
 	rp := &RunningPod{UID: status.UID, Name: status.Name, Namespace: status.Namespace, GracePeriod: -1, PodIP: first(status.IPs)}
+	if listed != nil {
+		rp.GracePeriod = listed.GracePeriod
+	}
 	for _, s := range status.Sandboxes {
-		rp.Sandboxes = append(rp.Sandboxes, &runtimeapi.PodSandbox{Id: s.Id, State: s.State})
+		rp.Sandboxes = append(rp.Sandboxes, &runtimeapi.PodSandbox{Id: s.Id, State: s.State, Metadata: s.Metadata})
 	}
 	for _, c := range status.Containers {
 		rp.Containers = append(rp.Containers, &runtimeapi.Container{
 			Id: c.ID, State: c.State, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
 		})
 	}
-	return m.KillPod(ctx, pod, rp, override)
+	return rp
 }
 
 // killContainer stops one container: its preStop hook first, then SIGTERM

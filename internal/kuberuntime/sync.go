@@ -335,5 +335,5 @@ func (m *Manager) event(pod *v1.Pod, c *v1.Container, typ, reason, msg string) {
 	if m.cfg.Recorder == nil || pod == nil {
 		return
 	}
-	m.cfg.Recorder.Event(images.ContainerRef(pod, c), typ, reason, msg)
+	m.cfg.Recorder.Event(podspec.ContainerRef(pod, c), typ, reason, msg)
 }

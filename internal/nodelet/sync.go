@@ -33,7 +33,7 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 	// A pod the API already reports as finished never runs again, even if
 	// the runtime lost its containers; its API status is final.
 	if isTerminal(pod.Status.Phase) {
-		return 0, n.runtime.KillPod(ctx, pod, runningFromStatus(rs, nil), nil)
+		return 0, n.runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
 	}
 	var res kuberuntime.SyncResult
 	paths, err := n.volumes.Setup(ctx, pod)
@@ -112,7 +112,7 @@ func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberu
 	if err != nil {
 		return err
 	}
-	rp := runningFromStatus(rs, running)
+	rp := kuberuntime.RunningFromStatus(rs, running)
 	start := n.clock.Now()
 	if err := n.runtime.KillPod(ctx, pod, rp, grace); err != nil {
 		return err
@@ -134,7 +134,7 @@ func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberu
 			logger.Error(err, "Cannot delete the mirror pod", "pod", klog.KObj(pod))
 		}
 	}
-	if err := n.runtime.RemovePod(ctx, runningFromStatus(rs, running)); err != nil {
+	if err := n.runtime.RemovePod(ctx, kuberuntime.RunningFromStatus(rs, running)); err != nil {
 		return err
 	}
 	if err := n.volumes.Teardown(uid); err != nil {
@@ -169,25 +169,4 @@ func podIdentity(pod *v1.Pod, running *kuberuntime.RunningPod) (uid types.UID, n
 		return pod.UID, pod.Name, pod.Namespace
 	}
 	return running.UID, running.Name, running.Namespace
-}
-
-// runningFromStatus turns a full status into the RunningPod KillPod and
-// RemovePod take; the grace period comes from what the runtime listed.
-func runningFromStatus(rs *kuberuntime.PodStatus, listed *kuberuntime.RunningPod) *kuberuntime.RunningPod {
-	rp := &kuberuntime.RunningPod{UID: rs.UID, Name: rs.Name, Namespace: rs.Namespace, GracePeriod: -1}
-	if len(rs.IPs) > 0 {
-		rp.PodIP = rs.IPs[0]
-	}
-	if listed != nil {
-		rp.GracePeriod = listed.GracePeriod
-	}
-	for _, s := range rs.Sandboxes {
-		rp.Sandboxes = append(rp.Sandboxes, &runtimeapi.PodSandbox{Id: s.Id, State: s.State, Metadata: s.Metadata})
-	}
-	for _, c := range rs.Containers {
-		rp.Containers = append(rp.Containers, &runtimeapi.Container{
-			Id: c.ID, State: c.State, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
-		})
-	}
-	return rp
 }

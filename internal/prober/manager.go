@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Kind is a probe kind.
@@ -254,7 +255,7 @@ func (w *worker) run(ctx context.Context) {
 				msg += ": " + out
 			}
 			if w.m.recorder != nil {
-				w.m.recorder.Event(eventRef(w.pod, w.target.Container), v1.EventTypeWarning, "Unhealthy", msg)
+				w.m.recorder.Event(podspec.ContainerRef(w.pod, w.target.Container), v1.EventTypeWarning, "Unhealthy", msg)
 			}
 			logger.V(2).Info("Probe failed", "err", err, "output", out)
 		}
@@ -295,9 +296,4 @@ func (w *worker) forget() {
 		metrics.ProbeTotal.DeleteLabelValues(kind, result, c, p.Name, p.Namespace, string(p.UID))
 	}
 	metrics.ProbeDuration.DeleteLabelValues(kind, c, p.Name, p.Namespace)
-}
-
-func eventRef(pod *v1.Pod, c *v1.Container) *v1.ObjectReference {
-	return &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
-		FieldPath: fmt.Sprintf("spec.containers{%s}", c.Name)}
 }

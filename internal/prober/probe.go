@@ -48,15 +48,11 @@ func (r *Runner) Exec(ctx context.Context, t Target, cmd []string, timeout time.
 // on the same host (up to 10); a redirect elsewhere counts as success, as
 // upstream.
 func (r *Runner) HTTPGet(ctx context.Context, t Target, h *v1.HTTPGetAction, timeout time.Duration) (string, error) {
-	port, err := resolvePort(h.Port, t.Container)
+	addr, err := t.address(h.Host, h.Port)
 	if err != nil {
 		return "", err
 	}
-	host := h.Host
-	if host == "" {
-		host = t.PodIP
-	}
-	u := &url.URL{Scheme: strings.ToLower(string(h.Scheme)), Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: h.Path}
+	u := &url.URL{Scheme: strings.ToLower(string(h.Scheme)), Host: addr, Path: h.Path}
 	if u.Scheme == "" {
 		u.Scheme = "http"
 	}
@@ -106,16 +102,12 @@ func (r *Runner) HTTPGet(ctx context.Context, t Target, h *v1.HTTPGetAction, tim
 
 // TCP connects to the port.
 func (r *Runner) TCP(ctx context.Context, t Target, s *v1.TCPSocketAction, timeout time.Duration) (string, error) {
-	port, err := resolvePort(s.Port, t.Container)
+	addr, err := t.address(s.Host, s.Port)
 	if err != nil {
 		return "", err
 	}
-	host := s.Host
-	if host == "" {
-		host = t.PodIP
-	}
 	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return "", err
 	}
@@ -144,6 +136,19 @@ func (r *Runner) GRPC(ctx context.Context, t Target, g *v1.GRPCAction, timeout t
 		return "", fmt.Errorf("service unhealthy (responded with %q)", resp.Status)
 	}
 	return "", nil
+}
+
+// address is host:port of a probe or hook: the pod IP unless a host is
+// given, and the port by number or by the container's port name.
+func (t Target) address(host string, port intstr.IntOrString) (string, error) {
+	p, err := resolvePort(port, t.Container)
+	if err != nil {
+		return "", err
+	}
+	if host == "" {
+		host = t.PodIP
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p)), nil
 }
 
 // resolvePort turns a numbered or named port into a number.
