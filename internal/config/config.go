@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -34,6 +36,11 @@ type Options struct {
 	NodeIP string
 	// NodeLabels is --node-labels.
 	NodeLabels map[string]string
+	// CertDir is --cert-dir: where a self-signed serving certificate is
+	// written when tlsCertFile is not set (<root-dir>/pki by default).
+	CertDir string
+	// EnableServer is --enable-server: serve the kubelet API.
+	EnableServer bool
 
 	Config kubeletv1beta1.KubeletConfiguration
 }
@@ -74,7 +81,7 @@ func Parse(args []string) (*Options, error) {
 }
 
 func newOptions() *Options {
-	o := &Options{RootDir: DefaultRootDir}
+	o := &Options{RootDir: DefaultRootDir, EnableServer: true}
 	SetDefaults(&o.Config)
 	return o
 }
@@ -94,6 +101,27 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.Var(&taintsFlag{&c.RegisterWithTaints}, "register-with-taints", "Taints to register the node with, key=value:Effect pairs separated by ','.")
 	fs.BoolVar(c.RegisterNode, "register-node", *c.RegisterNode, "Register the node with the API server.")
 	fs.StringVar(&c.ProviderID, "provider-id", c.ProviderID, "The node's provider ID.")
+
+	// The kubelet API.
+	fs.BoolVar(&o.EnableServer, "enable-server", o.EnableServer, "Serve the kubelet API.")
+	fs.StringVar(&c.Address, "address", c.Address, "IP address the kubelet API listens on (0.0.0.0 for all).")
+	fs.Int32Var(&c.Port, "port", c.Port, "Port of the kubelet API (HTTPS).")
+	fs.Int32Var(&c.ReadOnlyPort, "read-only-port", c.ReadOnlyPort, "Port of the unauthenticated read-only API; 0 disables it.")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "Serving certificate of the kubelet API; a self-signed one is generated in --cert-dir when empty.")
+	fs.StringVar(&c.TLSPrivateKeyFile, "tls-private-key-file", c.TLSPrivateKeyFile, "Key of --tls-cert-file.")
+	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "Directory of the generated serving certificate (default <root-dir>/pki).")
+	fs.StringVar(&c.TLSMinVersion, "tls-min-version", c.TLSMinVersion, "Minimum TLS version (VersionTLS12, VersionTLS13).")
+	fs.StringSliceVar(&c.TLSCipherSuites, "tls-cipher-suites", c.TLSCipherSuites, "TLS cipher suites of the kubelet API (Go names).")
+	fs.StringVar(&c.Authentication.X509.ClientCAFile, "client-ca-file", c.Authentication.X509.ClientCAFile, "CA bundle that signs accepted client certificates.")
+	fs.BoolVar(c.Authentication.Anonymous.Enabled, "anonymous-auth", *c.Authentication.Anonymous.Enabled, "Accept unauthenticated requests as system:anonymous.")
+	fs.BoolVar(c.Authentication.Webhook.Enabled, "authentication-token-webhook", *c.Authentication.Webhook.Enabled, "Authenticate bearer tokens with TokenReview.")
+	fs.DurationVar(&c.Authentication.Webhook.CacheTTL.Duration, "authentication-token-webhook-cache-ttl", c.Authentication.Webhook.CacheTTL.Duration, "Cache TTL of TokenReview answers.")
+	fs.StringVar((*string)(&c.Authorization.Mode), "authorization-mode", string(c.Authorization.Mode), "AlwaysAllow or Webhook (SubjectAccessReview).")
+	fs.DurationVar(&c.Authorization.Webhook.CacheAuthorizedTTL.Duration, "authorization-webhook-cache-authorized-ttl", c.Authorization.Webhook.CacheAuthorizedTTL.Duration, "Cache TTL of allowed SubjectAccessReviews.")
+	fs.DurationVar(&c.Authorization.Webhook.CacheUnauthorizedTTL.Duration, "authorization-webhook-cache-unauthorized-ttl", c.Authorization.Webhook.CacheUnauthorizedTTL.Duration, "Cache TTL of denied SubjectAccessReviews.")
+	fs.BoolVar(c.EnableDebuggingHandlers, "enable-debugging-handlers", *c.EnableDebuggingHandlers, "Serve logs, exec, attach, port-forward and pprof.")
+	fs.StringVar(&c.ContainerLogMaxSize, "container-log-max-size", c.ContainerLogMaxSize, "Size at which a container log is rotated.")
+	fs.Int32Var(c.ContainerLogMaxFiles, "container-log-max-files", *c.ContainerLogMaxFiles, "Log files kept per container, the current one included.")
 
 	fs.StringVar(&c.StaticPodPath, "pod-manifest-path", c.StaticPodPath, "Directory of static pod manifests.")
 	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "The CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock.")
@@ -188,6 +216,9 @@ func (o *Options) complete() error {
 		name = h
 	}
 	o.NodeName = strings.ToLower(strings.TrimSpace(name))
+	if o.CertDir == "" {
+		o.CertDir = filepath.Join(o.RootDir, "pki")
+	}
 	if o.Config.ImageServiceEndpoint == "" {
 		o.Config.ImageServiceEndpoint = o.Config.ContainerRuntimeEndpoint
 	}
@@ -323,6 +354,12 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	if c.RegisterNode == nil {
 		c.RegisterNode = ptr.To(true)
 	}
+	if c.EnableSystemLogHandler == nil {
+		c.EnableSystemLogHandler = ptr.To(true)
+	}
+	if c.ContainerLogMaxWorkers == nil {
+		c.ContainerLogMaxWorkers = ptr.To[int32](1)
+	}
 	if c.EnableDebuggingHandlers == nil {
 		c.EnableDebuggingHandlers = ptr.To(true)
 	}
@@ -357,6 +394,26 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	if c.MaxPods < 0 {
 		errs = append(errs, fmt.Errorf("maxPods must not be negative, got %d", c.MaxPods))
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port %d out of range", c.Port))
+	}
+	if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
+		errs = append(errs, fmt.Errorf("readOnlyPort %d out of range", c.ReadOnlyPort))
+	}
+	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Sign() <= 0 {
+		errs = append(errs, fmt.Errorf("containerLogMaxSize %q is not a positive quantity", c.ContainerLogMaxSize))
+	}
+	if *c.ContainerLogMaxFiles < 2 {
+		errs = append(errs, fmt.Errorf("containerLogMaxFiles must be at least 2, got %d", *c.ContainerLogMaxFiles))
+	}
+	switch c.Authorization.Mode {
+	case kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow, kubeletv1beta1.KubeletAuthorizationModeWebhook:
+	default:
+		errs = append(errs, fmt.Errorf("authorization.mode %q is not supported (AlwaysAllow, Webhook)", c.Authorization.Mode))
+	}
+	if (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == "") {
+		errs = append(errs, fmt.Errorf("tlsCertFile and tlsPrivateKeyFile go together"))
 	}
 	if *c.HealthzPort < 0 || *c.HealthzPort > 65535 {
 		errs = append(errs, fmt.Errorf("healthzPort %d out of range", *c.HealthzPort))

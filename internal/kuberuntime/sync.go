@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/images"
+	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/prober"
 )
@@ -127,6 +128,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 			return res, fmt.Errorf("create pod sandbox: %w", err)
 		}
 		sandboxID = id
+		metrics.StartedPods.Inc()
 		st, err := m.rt.PodSandboxStatus(ctx, id, false)
 		if err != nil {
 			return res, fmt.Errorf("pod sandbox status: %w", err)
@@ -225,6 +227,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return &Waiting{Reason: ReasonRunContainerError, Message: err.Error()}, 10 * time.Second, err
 	}
 	m.event(pod, c, v1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.Name))
+	metrics.StartedContainers.WithLabelValues(containerType(pod, c.Name)).Inc()
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil && m.cfg.Hooks != nil {
 		t := prober.Target{Pod: pod, Container: c, ContainerID: id, PodIP: first(facts.PodIPs)}
 		if out, err := m.cfg.Hooks.Hook(ctx, t, c.Lifecycle.PostStart, m.cfg.RuntimeRequestTimeout); err != nil {
@@ -299,6 +302,13 @@ func (m *Manager) prune(ctx context.Context, pod *v1.Pod, status *PodStatus, sta
 				_ = os.Remove(p)
 			}
 		}
+		if cs.LogPath != "" {
+			// Its rotated logs (<path>.<timestamp>[.gz]) go with it.
+			rotated, _ := filepath.Glob(cs.LogPath + ".*")
+			for _, p := range rotated {
+				_ = os.Remove(p)
+			}
+		}
 		removed[cs.ID] = true
 	}
 	for i, s := range status.Sandboxes {
@@ -336,4 +346,14 @@ func (m *Manager) event(pod *v1.Pod, c *v1.Container, typ, reason, msg string) {
 		return
 	}
 	m.cfg.Recorder.Event(podspec.ContainerRef(pod, c), typ, reason, msg)
+}
+
+// containerType is the container_type label upstream's metrics use.
+func containerType(pod *v1.Pod, name string) string {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return "init_container"
+		}
+	}
+	return "container"
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/internal/healthz"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/mirror"
 	"github.com/nodelet/nodelet/internal/nodestatus"
 	"github.com/nodelet/nodelet/internal/pleg"
@@ -84,6 +85,10 @@ type Nodelet struct {
 
 	// ctx lives as long as Run: for goroutines that outlive one sync.
 	ctx context.Context
+
+	// firstSeen is when a pod was first synced, until it runs: for
+	// kubelet_pod_start_duration_seconds. UID -> time.Time.
+	firstSeen sync.Map
 
 	sourcesSeen  map[string]bool // owned by the main loop
 	sourcesReady atomic.Bool
@@ -164,6 +169,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	n.setup(ctx, rs, is)
 	// Publishes the components set up above to the healthz handler.
 	n.connected.Store(true)
+	if err := n.startSideLoops(ctx, rs, is, goRun); err != nil {
+		return err
+	}
 
 	var fileUpdates <-chan []*v1.Pod
 	if cfg.StaticPodPath != "" {
@@ -245,7 +253,7 @@ func (n *Nodelet) connect(ctx context.Context) (internalapi.RuntimeService, inte
 					n.runtimeName = v.RuntimeName
 					logger.Info("Connected to the container runtime", "runtime", v.RuntimeName, "version", v.RuntimeVersion, "criVersion", v.RuntimeApiVersion)
 				}
-				return rs, is, nil
+				return metrics.InstrumentRuntime(rs), metrics.InstrumentImages(is), nil
 			}
 		}
 		logger.Error(err, "Cannot reach the container runtime; retrying", "endpoint", cfg.ContainerRuntimeEndpoint, "retryIn", delay)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/status"
@@ -21,6 +22,13 @@ import (
 // records its status.
 func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
+	start := n.clock.Now()
+	op := "sync"
+	if _, known := n.statuses.Get(pod.UID); !known {
+		op = "create"
+		n.firstSeen.LoadOrStore(pod.UID, start)
+	}
+	defer func() { metrics.PodWorkerDuration.WithLabelValues(op).Observe(n.clock.Since(start).Seconds()) }()
 	if n.mirrors != nil && podspec.IsStatic(pod) {
 		if err := n.mirrors.Ensure(ctx, pod); err != nil {
 			logger.Error(err, "Cannot create the mirror pod", "pod", klog.KObj(pod))
@@ -97,6 +105,11 @@ func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberunt
 	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
 		n.statuses.Set(pod, st)
 	}
+	if st.Phase == v1.PodRunning {
+		if seen, ok := n.firstSeen.LoadAndDelete(pod.UID); ok {
+			metrics.PodStartDuration.Observe(n.clock.Since(seen.(time.Time)).Seconds())
+		}
+	}
 	return st
 }
 
@@ -108,6 +121,7 @@ func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberu
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
 	n.prober.RemovePod(uid)
+	n.firstSeen.Delete(uid)
 	rs, err := n.runtime.GetPodStatus(ctx, uid, name, ns)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // EventType says what happened to a container or sandbox.
@@ -61,6 +62,7 @@ type Generic struct {
 	mu          sync.Mutex
 	pods        []*kuberuntime.RunningPod
 	lastSuccess time.Time
+	lastStart   time.Time // of the last relist, for its interval
 	lastErr     error
 	started     time.Time
 }
@@ -105,12 +107,19 @@ func (g *Generic) Run(ctx context.Context) {
 
 // Relist lists the runtime once and emits the differences.
 func (g *Generic) Relist(ctx context.Context) {
+	start := g.cfg.Clock.Now()
 	pods, err := g.cfg.Lister.GetPods(ctx)
+	metrics.PLEGRelistDuration.Observe(g.cfg.Clock.Since(start).Seconds())
 	g.mu.Lock()
+	if !g.lastStart.IsZero() {
+		metrics.PLEGRelistInterval.Observe(start.Sub(g.lastStart).Seconds())
+	}
+	g.lastStart = start
 	prevErr := g.lastErr
 	g.lastErr = err
 	if err == nil {
 		g.lastSuccess = g.cfg.Clock.Now()
+		metrics.PLEGLastSeen.Set(float64(g.lastSuccess.Unix()))
 		g.pods = pods
 	}
 	g.mu.Unlock()

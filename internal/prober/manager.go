@@ -282,7 +282,7 @@ func (w *worker) record(err error, took time.Duration) {
 	if err != nil {
 		result = "failed"
 	}
-	kind := strings.ToLower(string(w.key.kind))
+	kind := string(w.key.kind) // "Liveness", "Readiness", "Startup" as upstream
 	c, p := w.target.Container.Name, w.pod
 	metrics.ProbeTotal.WithLabelValues(kind, result, c, p.Name, p.Namespace, string(p.UID)).Inc()
 	metrics.ProbeDuration.WithLabelValues(kind, c, p.Name, p.Namespace).Observe(took.Seconds())
@@ -290,7 +290,7 @@ func (w *worker) record(err error, took time.Duration) {
 
 // forget drops the worker's metric series when its container is gone.
 func (w *worker) forget() {
-	kind := strings.ToLower(string(w.key.kind))
+	kind := string(w.key.kind) // "Liveness", "Readiness", "Startup" as upstream
 	c, p := w.target.Container.Name, w.pod
 	for _, result := range []string{"successful", "failed"} {
 		metrics.ProbeTotal.DeleteLabelValues(kind, result, c, p.Name, p.Namespace, string(p.UID))

@@ -51,7 +51,7 @@ func TestWorkersApplyThresholds(t *testing.T) {
 	if why, _ := m.Unhealthy("cid"); !m.Ready("cid", true) || why != "" {
 		t.Fatalf("ready %v unhealthy %q after passing probes", m.Ready("cid", true), why)
 	}
-	if got := testutil.ToFloat64(metrics.ProbeTotal.WithLabelValues("liveness", "successful", "c", "p", "ns", "uid-1")); got < 1 {
+	if got := testutil.ToFloat64(metrics.ProbeTotal.WithLabelValues("Liveness", "successful", "c", "p", "ns", "uid-1")); got < 1 {
 		t.Errorf("prober_probe_total successful = %v", got)
 	}
 

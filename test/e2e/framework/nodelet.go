@@ -31,6 +31,8 @@ type Nodelet struct {
 	LogsDir     string
 	ConfigFile  string
 	HealthzPort int
+	// APIPort is the kubelet API's port (HTTPS).
+	APIPort int
 	// ExtraArgs are appended to every start.
 	ExtraArgs []string
 
@@ -53,6 +55,7 @@ func NewNodelet(t testing.TB, s *Stack, name string) *Nodelet {
 		LogsDir:     filepath.Join(dir, "pod-logs"),
 		ConfigFile:  filepath.Join(dir, "kubelet-config.yaml"),
 		HealthzPort: freePort(t),
+		APIPort:     freePort(t),
 	}
 	for _, d := range []string{n.ManifestDir, n.RootDir, n.LogsDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -71,11 +74,12 @@ containerRuntimeEndpoint: %s
 podLogsDir: %s
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
+port: %d
 resolvConf: %s
 # Renew the lease every 5 s: the test control plane marks a node Unknown
 # after 10 s without renewal (upstream's default grace is 50 s).
 nodeLeaseDurationSeconds: 20
-`, n.ManifestDir, s.RuntimeEndpoint, n.LogsDir, n.HealthzPort, resolv))
+`, n.ManifestDir, s.RuntimeEndpoint, n.LogsDir, n.HealthzPort, n.APIPort, resolv))
 	t.Cleanup(func() {
 		n.Stop()
 		RemovePodsOfNode(t, s, name)

@@ -1,0 +1,434 @@
+package logs
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+const (
+	// timestampFormat is the suffix of a rotated log, as upstream.
+	timestampFormat = "20060102-150405"
+	// compressSuffix marks a compressed rotated log.
+	compressSuffix = ".gz"
+	// tmpSuffix marks a compression in progress.
+	tmpSuffix = ".tmp"
+
+	// Defaults of the KubeletConfiguration fields, used for zero values.
+	DefaultMaxSize         = 10 * 1024 * 1024
+	DefaultMaxFiles        = 5
+	DefaultMonitorInterval = 10 * time.Second
+	DefaultMaxWorkers      = 1
+)
+
+// Config mirrors the KubeletConfiguration fields. A zero field takes the
+// upstream default.
+type Config struct {
+	// MaxSize is containerLogMaxSize in bytes (default 10Mi): a log at least
+	// this big is rotated. A negative value disables rotation, as upstream.
+	MaxSize int64
+	// MaxFiles is containerLogMaxFiles (default 5, must be >= 2): the most
+	// files a container's log may span, the current one included.
+	MaxFiles int
+	// MonitorInterval is containerLogMonitorInterval (default 10s).
+	MonitorInterval time.Duration
+	// MaxWorkers is containerLogMaxWorkers (default 1): how many containers
+	// are processed at once.
+	MaxWorkers int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.MaxSize == 0 {
+		c.MaxSize = DefaultMaxSize
+	}
+	if c.MaxFiles == 0 {
+		c.MaxFiles = DefaultMaxFiles
+	}
+	if c.MonitorInterval == 0 {
+		c.MonitorInterval = DefaultMonitorInterval
+	}
+	if c.MaxWorkers == 0 {
+		c.MaxWorkers = DefaultMaxWorkers
+	}
+	var errs []error
+	if c.MaxFiles < 2 {
+		errs = append(errs, fmt.Errorf("containerLogMaxFiles must be at least 2, got %d", c.MaxFiles))
+	}
+	if c.MonitorInterval < 0 {
+		errs = append(errs, fmt.Errorf("containerLogMonitorInterval must be positive, got %v", c.MonitorInterval))
+	}
+	if c.MaxWorkers < 0 {
+		errs = append(errs, fmt.Errorf("containerLogMaxWorkers must be at least 1, got %d", c.MaxWorkers))
+	}
+	return c, errors.Join(errs...)
+}
+
+// Manager rotates the logs of the running containers. Its methods are safe
+// for concurrent use; operations on one container are serialized.
+type Manager struct {
+	rs    internalapi.RuntimeService
+	clock clock.WithTicker
+	cfg   Config
+	locks keyedLocks
+}
+
+// NewManager returns a Manager for the runtime rs. It fails on an invalid
+// configuration. A nil clk means the real clock.
+func NewManager(rs internalapi.RuntimeService, clk clock.WithTicker, cfg Config) (*Manager, error) {
+	if rs == nil {
+		return nil, errors.New("container log manager: nil runtime service")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("container log manager: %w", err)
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Manager{rs: rs, clock: clk, cfg: cfg}, nil
+}
+
+// enabled tells whether log rotation is on.
+func (m *Manager) enabled() bool { return m.cfg.MaxSize >= 0 }
+
+// Run makes a rotation pass at once and then every MonitorInterval until
+// ctx is done. It returns at once when rotation is disabled.
+func (m *Manager) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	if !m.enabled() {
+		logger.V(2).Info("Container log rotation is disabled", "maxSize", m.cfg.MaxSize)
+		return
+	}
+	logger.V(2).Info("Starting container log manager", "maxSize", m.cfg.MaxSize, "maxFiles", m.cfg.MaxFiles,
+		"monitorInterval", m.cfg.MonitorInterval, "workers", m.cfg.MaxWorkers)
+	ticker := m.clock.NewTicker(m.cfg.MonitorInterval)
+	defer ticker.Stop()
+	for {
+		if err := m.RotateOnce(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Container log rotation failed")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+// RotateOnce makes one rotation pass over the running containers, with up
+// to MaxWorkers containers at once. A failure on one container does not stop
+// the others; the returned error joins all failures.
+func (m *Manager) RotateOnce(ctx context.Context) error {
+	if !m.enabled() {
+		return nil
+	}
+	containers, err := m.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	})
+	if err != nil {
+		return fmt.Errorf("listing running containers: %w", err)
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	ids := make(chan string)
+	for range min(m.cfg.MaxWorkers, len(containers)) {
+		wg.Go(func() {
+			for id := range ids {
+				if err := m.processContainer(ctx, id); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("container %s: %w", id, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+feed:
+	for _, c := range containers {
+		// The runtime filtered on state already; check again for runtimes
+		// (and fakes) that ignore the filter.
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		select {
+		case ids <- c.GetId():
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(ids)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// processContainer rotates the log of one container if it is big enough.
+func (m *Manager) processContainer(ctx context.Context, id string) error {
+	unlock := m.locks.lock(id)
+	defer unlock()
+
+	resp, err := m.rs.ContainerStatus(ctx, id, false)
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			// Removed since the list: nothing to rotate.
+			return nil
+		}
+		return fmt.Errorf("getting status: %w", err)
+	}
+	st := resp.GetStatus()
+	if st == nil {
+		return errors.New("runtime returned no container status")
+	}
+	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || st.GetLogPath() == "" {
+		// Exited since the list (it writes no more), or logs nowhere.
+		return nil
+	}
+	path := st.GetLogPath()
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Lost, e.g. a rename back that failed: have the runtime recreate
+		// it, as upstream does.
+		klog.FromContext(ctx).V(2).Info("Container log is missing; reopening it", "containerID", id, "path", path)
+		if err := m.rs.ReopenContainerLog(ctx, id); err != nil {
+			return fmt.Errorf("log %s is missing and reopening it failed: %w", path, err)
+		}
+		info, err = os.Stat(path)
+	}
+	if err != nil {
+		return fmt.Errorf("stat of log: %w", err)
+	}
+	if info.Size() < m.cfg.MaxSize {
+		return nil
+	}
+	return m.rotate(ctx, id, path, info.Size())
+}
+
+// rotate rotates the log at path of container id.
+func (m *Manager) rotate(ctx context.Context, id, path string, size int64) error {
+	logger := klog.FromContext(ctx)
+	rotated, err := rotatedFiles(path)
+	if err != nil {
+		return err
+	}
+	if rotated, err = removeLeftovers(rotated); err != nil {
+		return err
+	}
+	target := path + "." + m.clock.Now().Format(timestampFormat)
+	if slices.Contains(rotated, target) || slices.Contains(rotated, target+compressSuffix) {
+		// Rotated already within this second: renaming now would replace
+		// (or, after compression, shadow) that file. Try again next pass.
+		logger.V(4).Info("Container log rotation deferred: rotated file name taken", "containerID", id, "path", target)
+		return nil
+	}
+	// The rotation adds one rotated file; keep at most MaxFiles-1.
+	keep := m.cfg.MaxFiles - 2
+	for len(rotated) > keep {
+		if err := os.Remove(rotated[0]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing old rotated log: %w", err)
+		}
+		rotated = rotated[1:]
+	}
+	// Only the newest rotated file stays uncompressed, for readers that
+	// still follow it; after this rotation that is target.
+	for _, f := range rotated {
+		if strings.HasSuffix(f, compressSuffix) {
+			continue
+		}
+		if err := compress(f); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(path, target); err != nil {
+		return fmt.Errorf("renaming log: %w", err)
+	}
+	if err := m.rs.ReopenContainerLog(ctx, id); err != nil {
+		err = fmt.Errorf("reopening log %s: %w", path, err)
+		// Put the log back so the next pass can try again; the runtime
+		// still writes to it through its open descriptor.
+		if rerr := os.Rename(target, path); rerr != nil {
+			return errors.Join(err, fmt.Errorf("renaming rotated log back (its content now lives in %s): %w", target, rerr))
+		}
+		return err
+	}
+	logger.V(2).Info("Rotated container log", "containerID", id, "path", path, "rotatedTo", target, "size", size)
+	return nil
+}
+
+// Clean removes the rotated files of container id; it is called before the
+// container is removed. The current log belongs to whoever removes the
+// container and is left alone.
+func (m *Manager) Clean(ctx context.Context, containerID string) error {
+	unlock := m.locks.lock(containerID)
+	defer unlock()
+
+	resp, err := m.rs.ContainerStatus(ctx, containerID, false)
+	if err != nil {
+		return fmt.Errorf("getting status of container %s: %w", containerID, err)
+	}
+	if resp.GetStatus() == nil {
+		return fmt.Errorf("runtime returned no status for container %s", containerID)
+	}
+	path := resp.GetStatus().GetLogPath()
+	if path == "" {
+		return nil
+	}
+	files, err := rotatedFiles(path)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", containerID, err)
+	}
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("removing rotated logs of container %s: %w", containerID, errors.Join(errs...))
+	}
+	return nil
+}
+
+// rotatedFiles returns the files "<path>.*", sorted by name, which for
+// rotated logs is oldest first.
+func rotatedFiles(path string) ([]string, error) {
+	dir, prefix := filepath.Dir(path), filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing rotated logs: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		out = append(out, filepath.Join(dir, e.Name()))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// removeLeftovers removes what an interrupted rotation left behind (a
+// compression's .tmp file; a file whose compressed copy is complete) and
+// returns the files left.
+func removeLeftovers(files []string) ([]string, error) {
+	var kept []string
+	for _, f := range files {
+		leftover := strings.HasSuffix(f, tmpSuffix) ||
+			(!strings.HasSuffix(f, compressSuffix) && slices.Contains(files, f+compressSuffix))
+		if !leftover {
+			kept = append(kept, f)
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("removing leftover of an interrupted rotation: %w", err)
+		}
+	}
+	return kept, nil
+}
+
+// compress replaces file by file.gz, through file.gz.tmp so that a
+// half-written archive never carries the .gz name.
+func compress(file string) (err error) {
+	in, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("compressing rotated log: %w", err)
+	}
+	defer func() { _ = in.Close() }()
+	info, err := in.Stat()
+	if err != nil {
+		return fmt.Errorf("compressing rotated log: %w", err)
+	}
+	tmp := file + tmpSuffix
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, info.Mode().Perm())
+	if err != nil {
+		return fmt.Errorf("compressing rotated log: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = out.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	zw := gzip.NewWriter(out)
+	if _, err = io.Copy(zw, in); err != nil {
+		return fmt.Errorf("compressing %s: %w", file, err)
+	}
+	if err = zw.Close(); err != nil {
+		return fmt.Errorf("compressing %s: %w", file, err)
+	}
+	// The original goes away below: make the archive durable first.
+	if err = out.Sync(); err != nil {
+		return fmt.Errorf("compressing %s: %w", file, err)
+	}
+	if err = out.Close(); err != nil {
+		return fmt.Errorf("compressing %s: %w", file, err)
+	}
+	if err = os.Rename(tmp, file+compressSuffix); err != nil {
+		return fmt.Errorf("compressing %s: %w", file, err)
+	}
+	// From here a failure leaves file and file.gz, which the next pass
+	// resolves by removing file.
+	if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing %s after compressing it: %w", file, err)
+	}
+	return nil
+}
+
+// keyedLocks serializes the operations on one container.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks key and returns the unlock function.
+func (k *keyedLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}

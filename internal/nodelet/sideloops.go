@@ -1,0 +1,97 @@
+package nodelet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/logs"
+	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/server"
+)
+
+// startSideLoops starts the loops beside the pod workers that need the
+// runtime: container log rotation and the kubelet API.
+func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService, goRun func(func())) error {
+	cfg := &n.opts.Config
+	metrics.NodeName.WithLabelValues(n.opts.NodeName).Set(1)
+	metrics.SetRunning(n.runningCounts)
+
+	maxSize, err := resource.ParseQuantity(cfg.ContainerLogMaxSize)
+	if err != nil {
+		return fmt.Errorf("containerLogMaxSize: %w", err)
+	}
+	rotator, err := logs.NewManager(rs, n.clock, logs.Config{
+		MaxSize:         maxSize.Value(),
+		MaxFiles:        int(*cfg.ContainerLogMaxFiles),
+		MonitorInterval: cfg.ContainerLogMonitorInterval.Duration,
+		MaxWorkers:      int(*cfg.ContainerLogMaxWorkers),
+	})
+	if err != nil {
+		return err
+	}
+	goRun(func() { rotator.Run(ctx) })
+
+	if !n.opts.EnableServer {
+		return nil
+	}
+	hostname, _ := os.Hostname()
+	var ips []net.IP
+	for _, s := range n.hostIPs {
+		if ip := net.ParseIP(s); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	srv, err := server.New(server.Config{
+		NodeName: n.opts.NodeName,
+		Kubelet:  cfg,
+		CertDir:  n.opts.CertDir,
+		Hostname: hostname,
+		NodeIPs:  ips,
+		LogDir:   "/var/log",
+		Client:   n.client,
+		Host:     apiHost{n},
+		Runtime:  rs,
+		Stats:    n.newStats(rs, is),
+	})
+	if err != nil {
+		return fmt.Errorf("kubelet API: %w", err)
+	}
+	goRun(func() {
+		if err := srv.Run(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Kubelet API stopped")
+		}
+	})
+	return nil
+}
+
+// runningCounts are kubelet_running_pods and kubelet_running_containers
+// from the last relist.
+func (n *Nodelet) runningCounts() (int, map[string]int) {
+	pods, _ := n.pleg.RunningPods()
+	ctrs := map[string]int{}
+	count := 0
+	for _, p := range pods {
+		for _, s := range p.Sandboxes {
+			if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				count++
+				break
+			}
+		}
+		for _, c := range p.Containers {
+			ctrs[metrics.ContainerStateLabel(c.State)]++
+		}
+	}
+	return count, ctrs
+}
+
+// newStats is the /stats/summary provider (nil until it exists).
+func (n *Nodelet) newStats(rs internalapi.RuntimeService, is internalapi.ImageManagerService) server.Stats {
+	return nil
+}
