@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -14,6 +15,7 @@ import (
 	"github.com/nodelet/nodelet/internal/logs"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/server"
+	"github.com/nodelet/nodelet/internal/stats"
 )
 
 // startSideLoops starts the loops beside the pod workers that need the
@@ -91,7 +93,22 @@ func (n *Nodelet) runningCounts() (int, map[string]int) {
 	return count, ctrs
 }
 
-// newStats is the /stats/summary provider (nil until it exists).
+// newStats is the /stats/summary and /metrics/resource provider.
 func (n *Nodelet) newStats(rs internalapi.RuntimeService, is internalapi.ImageManagerService) server.Stats {
-	return nil
+	podsDir := filepath.Join(n.opts.RootDir, "pods")
+	return stats.NewProvider(stats.Config{
+		NodeName:   n.opts.NodeName,
+		RootDir:    n.opts.RootDir,
+		PodLogsDir: n.opts.Config.PodLogsDir,
+		Runtime:    rs,
+		Images:     is,
+		Clock:      n.clock,
+		Pods: func() []stats.PodInfo {
+			var out []stats.PodInfo
+			for _, p := range n.pods.Admitted("") {
+				out = append(out, stats.PodInfo{Pod: p, VolumeDir: filepath.Join(podsDir, string(p.UID), "volumes")})
+			}
+			return out
+		},
+	})
 }

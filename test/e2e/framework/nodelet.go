@@ -322,6 +322,9 @@ func writeFile(t testing.TB, path, content string) {
 	}
 }
 
+// FreePort returns a TCP port free on 127.0.0.1 right now.
+func FreePort(t testing.TB) int { return freePort(t) }
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,0 +1,296 @@
+package stats
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cgroupSample is one reading of a cgroup's cumulative CPU time and memory.
+type cgroupSample struct {
+	hasCPU   bool
+	cpuNanos uint64 // cumulative CPU time, ns
+
+	hasMemory  bool
+	usage      uint64
+	workingSet uint64
+	rss        uint64
+	pgfault    uint64
+	pgmajfault uint64
+}
+
+// workingSet is usage minus the inactive file pages, clamped at 0, as
+// cAdvisor computes it.
+func workingSet(usage, inactiveFile uint64) uint64 {
+	if inactiveFile >= usage {
+		return 0
+	}
+	return usage - inactiveFile
+}
+
+// isCgroup2 tells whether the unified hierarchy is mounted at root.
+func isCgroup2(root string) bool {
+	_, err := os.Stat(filepath.Join(root, "cgroup.controllers"))
+	return err == nil
+}
+
+// readRootCgroup reads the root cgroup's CPU and memory under cgroupRoot,
+// cgroup v2 when the unified hierarchy is mounted there, else cgroup v1
+// (cpuacct and memory hierarchies). procRoot is used for /proc/meminfo when a
+// cgroup v2 root has no memory.current.
+func readRootCgroup(cgroupRoot, procRoot string) (cgroupSample, error) {
+	if isCgroup2(cgroupRoot) {
+		return readCgroup2(cgroupRoot, procRoot)
+	}
+	return readCgroup1(cgroupRoot)
+}
+
+func readCgroup1(root string) (cgroupSample, error) {
+	var s cgroupSample
+	var errs []error
+	cpuErr := errors.New("no cpuacct hierarchy")
+	for _, d := range []string{"cpuacct", "cpu,cpuacct", "cpuacct,cpu", "cpu"} {
+		v, err := readUint(filepath.Join(root, d, "cpuacct.usage"))
+		if err == nil {
+			s.hasCPU, s.cpuNanos, cpuErr = true, v, nil
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			cpuErr = err
+		}
+	}
+	if cpuErr != nil {
+		errs = append(errs, fmt.Errorf("cpu: %w", cpuErr))
+	}
+
+	memDir := filepath.Join(root, "memory")
+	usage, err := readUint(filepath.Join(memDir, "memory.usage_in_bytes"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("memory: %w", err))
+	} else {
+		stat, err := readKeyValues(filepath.Join(memDir, "memory.stat"))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("memory: %w", err))
+		}
+		// The root's own counters leave out its children: the hierarchical
+		// total_* ones are the node's.
+		s.hasMemory = true
+		s.usage = usage
+		s.workingSet = workingSet(usage, stat["total_inactive_file"])
+		s.rss = stat["total_rss"]
+		s.pgfault = stat["total_pgfault"]
+		s.pgmajfault = stat["total_pgmajfault"]
+	}
+	return s, errors.Join(errs...)
+}
+
+func readCgroup2(root, procRoot string) (cgroupSample, error) {
+	var s cgroupSample
+	var errs []error
+	cpu, err := readKeyValues(filepath.Join(root, "cpu.stat"))
+	if v, ok := cpu["usage_usec"]; err == nil && ok {
+		s.hasCPU, s.cpuNanos = true, v*1000
+	} else {
+		if err == nil {
+			err = errors.New("no usage_usec in cpu.stat")
+		}
+		errs = append(errs, fmt.Errorf("cpu: %w", err))
+	}
+
+	// The root cgroup has no memory.current: usage is then MemTotal-MemFree,
+	// as runc reports it for the root.
+	usage, err := readUint(filepath.Join(root, "memory.current"))
+	if err != nil {
+		mi, merr := readMeminfo(procRoot)
+		if merr != nil {
+			errs = append(errs, fmt.Errorf("memory: %w", merr))
+			return s, errors.Join(errs...)
+		}
+		if mi["MemTotal"] >= mi["MemFree"] {
+			usage = mi["MemTotal"] - mi["MemFree"]
+		}
+	}
+	stat, err := readKeyValues(filepath.Join(root, "memory.stat"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("memory: %w", err))
+	}
+	s.hasMemory = true
+	s.usage = usage
+	s.workingSet = workingSet(usage, stat["inactive_file"])
+	s.rss = stat["anon"]
+	s.pgfault = stat["pgfault"]
+	s.pgmajfault = stat["pgmajfault"]
+	return s, errors.Join(errs...)
+}
+
+// readMeminfo returns /proc/meminfo in bytes.
+func readMeminfo(procRoot string) (map[string]uint64, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, "meminfo"))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]uint64)
+	for line := range strings.Lines(string(b)) {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(f) > 1 && f[1] == "kB" {
+			v *= 1024
+		}
+		out[name] = v
+	}
+	if _, ok := out["MemTotal"]; !ok {
+		return nil, errors.New("no MemTotal in meminfo")
+	}
+	return out, nil
+}
+
+// ifaceCounters is one line of /proc/net/dev.
+type ifaceCounters struct {
+	name                                 string
+	rxBytes, rxErrors, txBytes, txErrors uint64
+}
+
+// parseNetDev parses /proc/net/dev.
+func parseNetDev(r io.Reader) ([]ifaceCounters, error) {
+	var out []ifaceCounters
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue // the two header lines
+		}
+		f := strings.Fields(rest)
+		if len(f) < 16 {
+			return nil, fmt.Errorf("malformed /proc/net/dev line %q", sc.Text())
+		}
+		var v [16]uint64
+		for i := range v {
+			n, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("malformed /proc/net/dev line %q: %w", sc.Text(), err)
+			}
+			v[i] = n
+		}
+		out = append(out, ifaceCounters{
+			name:    strings.TrimSpace(name),
+			rxBytes: v[0], rxErrors: v[2],
+			txBytes: v[8], txErrors: v[10],
+		})
+	}
+	return out, sc.Err()
+}
+
+// ignoredInterface reports the interfaces cAdvisor leaves out of a network
+// namespace's stats.
+func ignoredInterface(name string) bool {
+	for _, p := range []string{"lo", "veth", "docker", "nerdctl"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultInterfaceName is the interface reported at the top level of
+// NetworkStats, as upstream.
+const defaultInterfaceName = "eth0"
+
+// rlimit is the node's task limit and count.
+type rlimit struct {
+	maxPID, procs       int64
+	hasMaxPID, hasProcs bool
+}
+
+// readRlimit returns min(kernel.pid_max, kernel.threads-max) and the number
+// of tasks from /proc/loadavg, as upstream's pidlimit does.
+func readRlimit(procRoot string) rlimit {
+	var r rlimit
+	for _, f := range []string{"sys/kernel/pid_max", "sys/kernel/threads-max"} {
+		v, err := readUint(filepath.Join(procRoot, f))
+		if err != nil || v > uint64(1<<62) {
+			continue
+		}
+		if !r.hasMaxPID || int64(v) < r.maxPID {
+			r.maxPID, r.hasMaxPID = int64(v), true
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(procRoot, "loadavg")); err == nil {
+		// "0.00 0.01 0.05 2/123 4567": the fourth field is running/total.
+		if f := strings.Fields(string(b)); len(f) >= 4 {
+			if _, total, ok := strings.Cut(f[3], "/"); ok {
+				if n, err := strconv.ParseInt(total, 10, 64); err == nil {
+					r.procs, r.hasProcs = n, true
+				}
+			}
+		}
+	}
+	return r
+}
+
+// readBootTime returns the boot time from /proc/stat.
+func readBootTime(procRoot string) (time.Time, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, "stat"))
+	if err != nil {
+		return time.Time{}, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, err
+			}
+			return time.Unix(n, 0), nil
+		}
+	}
+	return time.Time{}, errors.New("no btime in /proc/stat")
+}
+
+// readUint reads a file holding one unsigned integer.
+func readUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}
+
+// readKeyValues reads a flat-keyed cgroup file ("key value" lines), such as
+// memory.stat or cpu.stat. Values that do not parse are skipped.
+func readKeyValues(path string) (map[string]uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]uint64)
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		if v, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+			out[f[0]] = v
+		}
+	}
+	return out, nil
+}

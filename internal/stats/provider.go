@@ -1,0 +1,762 @@
+package stats
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
+)
+
+// PodInfo is a pod the node should run, for its volumes and limits.
+type PodInfo struct {
+	Pod *v1.Pod
+	// VolumeDir is <rootDir>/pods/<uid>/volumes; a volume lives in
+	// <VolumeDir>/<plugin, e.g. kubernetes.io~empty-dir>/<volume name>.
+	VolumeDir string
+}
+
+// Config configures a Provider.
+type Config struct {
+	NodeName string
+	// RootDir is the kubelet root directory: the node fs is its filesystem.
+	RootDir string
+	// PodLogsDir holds the pods' logs (/var/log/pods).
+	PodLogsDir string
+	Runtime    internalapi.RuntimeService
+	// Images gives the imageFs (ImageFsInfo); nil: no runtime fs stats.
+	Images internalapi.ImageManagerService
+	// Pods returns the pods the node should run; nil: none known.
+	Pods  func() []PodInfo
+	Clock clock.Clock
+	// CgroupRoot is where the cgroup hierarchies are mounted
+	// (/sys/fs/cgroup by default): cgroup v1 cpuacct and memory
+	// hierarchies, or the cgroup v2 unified hierarchy.
+	CgroupRoot string
+	// ProcRoot is the host's procfs (/proc by default): meminfo, net/dev,
+	// loadavg, stat and sys/kernel.
+	ProcRoot string
+}
+
+// Provider computes the node's summary stats and resource metrics. It is
+// safe for concurrent use.
+type Provider struct {
+	cfg   Config
+	clock clock.Clock
+
+	rates   *rateCache
+	volumes *volumeCache
+
+	// resampleDelay is how long after a sample missing rates Summary samples
+	// again; 0 disables it.
+	resampleDelay time.Duration
+	// noSandboxStats is set once the runtime answered Unimplemented to
+	// ListPodSandboxStats.
+	noSandboxStats atomic.Bool
+	// sandboxStatsRetryAt (unix ns) is when ListPodSandboxStats, which
+	// failed, may be asked again.
+	sandboxStatsRetryAt atomic.Int64
+}
+
+// NewProvider returns a Provider for cfg.
+func NewProvider(cfg Config) *Provider {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.PodLogsDir == "" {
+		cfg.PodLogsDir = "/var/log/pods"
+	}
+	return &Provider{
+		cfg:           cfg,
+		clock:         cfg.Clock,
+		rates:         newRateCache(minWindowDef),
+		volumes:       newVolumeCache(),
+		resampleDelay: 100 * time.Millisecond,
+	}
+}
+
+// Summary returns the node's /stats/summary. It fails when the runtime
+// cannot be listed; node figures that cannot be read are left out.
+func (p *Provider) Summary(ctx context.Context) (*statsv1alpha1.Summary, error) {
+	return p.summary(ctx, true)
+}
+
+// sample is one reading of everything the CPU and memory figures come from.
+type sample struct {
+	at      time.Time
+	node    cgroupSample
+	meminfo map[string]uint64
+	pods    []*rawPod
+}
+
+func (p *Provider) sample(ctx context.Context) (*sample, error) {
+	s := &sample{at: p.clock.Now()}
+	var err error
+	if s.node, err = readRootCgroup(p.cfg.CgroupRoot, p.cfg.ProcRoot); err != nil {
+		klog.V(4).InfoS("Cannot read all of the root cgroup's stats", "err", err)
+	}
+	if s.meminfo, err = readMeminfo(p.cfg.ProcRoot); err != nil {
+		klog.V(4).InfoS("Cannot read meminfo", "err", err)
+	}
+	if s.pods, err = p.listRuntime(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// summary computes the summary; full adds the filesystem, network and limit
+// figures and samples again shortly when some rate is not known yet.
+// Without full it is what /metrics/resource needs: CPU and memory.
+func (p *Provider) summary(ctx context.Context, full bool) (*statsv1alpha1.Summary, error) {
+	s, err := p.sample(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rates, complete := p.feedRates(s)
+	if full && !complete && p.resampleDelay > 0 {
+		p.clock.Sleep(p.resampleDelay)
+		if s2, err := p.sample(ctx); err != nil {
+			klog.V(2).InfoS("Cannot sample the stats again for CPU rates", "err", err)
+		} else {
+			s = s2
+			rates, _ = p.feedRates(s)
+		}
+	}
+	p.pruneRates(s)
+	return p.build(ctx, s, rates, full), nil
+}
+
+// feedRates feeds the cumulative CPU counters of s to the rate cache and
+// returns the rates known, by key, and whether every counter had one.
+func (p *Provider) feedRates(s *sample) (map[string]uint64, bool) {
+	rates := make(map[string]uint64)
+	complete := true
+	feed := func(key string, nanos uint64, at int64) {
+		if r, ok := p.rates.update(key, cpuSample{nanos: nanos, at: at}); ok {
+			rates[key] = r
+		} else {
+			complete = false
+		}
+	}
+	if s.node.hasCPU {
+		feed(nodeKey, s.node.cpuNanos, s.at.UnixNano())
+	}
+	for _, rp := range s.pods {
+		if cpu := rp.stats.GetLinux().GetCpu(); cpu.GetUsageCoreNanoSeconds() != nil {
+			feed(podPrefix+rp.sandbox.Id, cpu.UsageCoreNanoSeconds.Value, timeOr(cpu.Timestamp, s.at).UnixNano())
+		}
+		for _, rc := range rp.containers {
+			if cpu := rc.stats.GetCpu(); cpu.GetUsageCoreNanoSeconds() != nil {
+				feed(ctrPrefix+rc.meta.Id, cpu.UsageCoreNanoSeconds.Value, timeOr(cpu.Timestamp, s.at).UnixNano())
+			}
+		}
+	}
+	return rates, complete
+}
+
+// pruneRates drops the rates of the sandboxes and containers s does not have.
+func (p *Provider) pruneRates(s *sample) {
+	keep := make(map[string]struct{})
+	for _, rp := range s.pods {
+		keep[podPrefix+rp.sandbox.Id] = struct{}{}
+		for _, rc := range rp.containers {
+			keep[ctrPrefix+rc.meta.Id] = struct{}{}
+		}
+	}
+	p.rates.prune(keep)
+}
+
+// build turns a sample into a Summary.
+func (p *Provider) build(ctx context.Context, s *sample, rates map[string]uint64, full bool) *statsv1alpha1.Summary {
+	b := &builder{p: p, s: s, rates: rates, full: full, fsByMount: make(map[string]*fsInfo)}
+	out := &statsv1alpha1.Summary{Node: b.node(ctx)}
+	var infos map[string]PodInfo
+	if p.cfg.Pods != nil {
+		pods := p.cfg.Pods()
+		infos = make(map[string]PodInfo, len(pods))
+		for _, pi := range pods {
+			if pi.Pod != nil {
+				infos[string(pi.Pod.UID)] = pi
+			}
+		}
+	}
+	out.Pods = make([]statsv1alpha1.PodStats, 0, len(s.pods))
+	for _, rp := range s.pods {
+		out.Pods = append(out.Pods, b.pod(rp, infos[rp.sandbox.GetMetadata().GetUid()]))
+	}
+	if full {
+		p.volumes.prune(s.at)
+	}
+	return out
+}
+
+// builder holds what one build shares.
+type builder struct {
+	p     *Provider
+	s     *sample
+	rates map[string]uint64
+	full  bool
+
+	rootFs    *fsInfo // statfs(RootDir); nil if unknown
+	fsByMount map[string]*fsInfo
+}
+
+func (b *builder) statfs(path string) *fsInfo {
+	if fi, ok := b.fsByMount[path]; ok {
+		return fi
+	}
+	var out *fsInfo
+	if fi, err := statfs(path); err != nil {
+		klog.V(4).InfoS("Cannot statfs", "path", path, "err", err)
+	} else {
+		out = &fi
+	}
+	b.fsByMount[path] = out
+	return out
+}
+
+func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
+	p, s := b.p, b.s
+	n := statsv1alpha1.NodeStats{NodeName: p.cfg.NodeName}
+	if s.node.hasCPU {
+		n.CPU = &statsv1alpha1.CPUStats{
+			Time:                 metav1.NewTime(s.at),
+			UsageCoreNanoSeconds: ptr(s.node.cpuNanos),
+		}
+		if r, ok := b.rates[nodeKey]; ok {
+			n.CPU.UsageNanoCores = ptr(r)
+		}
+	}
+	if s.node.hasMemory {
+		n.Memory = &statsv1alpha1.MemoryStats{
+			Time:            metav1.NewTime(s.at),
+			UsageBytes:      ptr(s.node.usage),
+			WorkingSetBytes: ptr(s.node.workingSet),
+			RSSBytes:        ptr(s.node.rss),
+			PageFaults:      ptr(s.node.pgfault),
+			MajorPageFaults: ptr(s.node.pgmajfault),
+		}
+		if total, ok := s.meminfo["MemTotal"]; ok {
+			n.Memory.AvailableBytes = ptr(sub0(total, s.node.workingSet))
+		}
+	}
+	if total, ok := s.meminfo["SwapTotal"]; ok {
+		free := s.meminfo["SwapFree"]
+		n.Swap = &statsv1alpha1.SwapStats{
+			Time:               metav1.NewTime(s.at),
+			SwapUsageBytes:     ptr(sub0(total, free)),
+			SwapAvailableBytes: ptr(free),
+		}
+	}
+	if !b.full {
+		return n
+	}
+
+	if bt, err := readBootTime(p.cfg.ProcRoot); err == nil {
+		n.StartTime = metav1.NewTime(bt)
+	}
+	n.Network = b.nodeNetwork()
+	if p.cfg.RootDir != "" {
+		b.rootFs = b.statfs(p.cfg.RootDir)
+		if b.rootFs != nil {
+			n.Fs = b.rootFs.fsStats(s.at)
+		}
+	}
+	n.Runtime = b.runtimeFs(ctx)
+	r := readRlimit(p.cfg.ProcRoot)
+	if r.hasMaxPID || r.hasProcs {
+		n.Rlimit = &statsv1alpha1.RlimitStats{Time: metav1.NewTime(s.at)}
+		if r.hasMaxPID {
+			n.Rlimit.MaxPID = ptr(r.maxPID)
+		}
+		if r.hasProcs {
+			n.Rlimit.NumOfRunningProcesses = ptr(r.procs)
+		}
+	}
+	return n
+}
+
+func (b *builder) nodeNetwork() *statsv1alpha1.NetworkStats {
+	f, err := os.Open(filepath.Join(b.p.cfg.ProcRoot, "net", "dev"))
+	if err != nil {
+		klog.V(4).InfoS("Cannot read the node's network stats", "err", err)
+		return nil
+	}
+	defer f.Close()
+	ifaces, err := parseNetDev(f)
+	if err != nil {
+		klog.V(4).InfoS("Cannot read the node's network stats", "err", err)
+		return nil
+	}
+	ns := &statsv1alpha1.NetworkStats{Time: metav1.NewTime(b.s.at)}
+	for _, i := range ifaces {
+		if ignoredInterface(i.name) {
+			continue
+		}
+		is := statsv1alpha1.InterfaceStats{
+			Name:    i.name,
+			RxBytes: ptr(i.rxBytes), RxErrors: ptr(i.rxErrors),
+			TxBytes: ptr(i.txBytes), TxErrors: ptr(i.txErrors),
+		}
+		if i.name == defaultInterfaceName {
+			ns.InterfaceStats = is
+		}
+		ns.Interfaces = append(ns.Interfaces, is)
+	}
+	return ns
+}
+
+func (b *builder) runtimeFs(ctx context.Context) *statsv1alpha1.RuntimeStats {
+	if b.p.cfg.Images == nil {
+		return nil
+	}
+	resp, err := b.p.cfg.Images.ImageFsInfo(ctx)
+	if err != nil {
+		klog.V(2).InfoS("Cannot get the image filesystem info", "err", err)
+		return nil
+	}
+	if len(resp.GetImageFilesystems()) == 0 {
+		return nil
+	}
+	rs := &statsv1alpha1.RuntimeStats{ImageFs: b.fsUsage(resp.ImageFilesystems[0])}
+	rs.ContainerFs = rs.ImageFs
+	if cf := resp.GetContainerFilesystems(); len(cf) > 0 {
+		rs.ContainerFs = b.fsUsage(cf[0])
+	}
+	return rs
+}
+
+// fsUsage is the FsStats of a runtime filesystem usage: what the runtime
+// says it uses, on the filesystem statfs tells about.
+func (b *builder) fsUsage(u *runtimeapi.FilesystemUsage) *statsv1alpha1.FsStats {
+	fs := &statsv1alpha1.FsStats{}
+	if mp := u.GetFsId().GetMountpoint(); mp != "" {
+		if fi := b.statfs(mp); fi != nil {
+			fs = fi.base(b.s.at)
+		}
+	}
+	fs.Time = metav1.NewTime(timeOr(u.GetTimestamp(), b.s.at))
+	fs.UsedBytes = uint64Value(u.GetUsedBytes())
+	fs.InodesUsed = uint64Value(u.GetInodesUsed())
+	return fs
+}
+
+func (b *builder) pod(rp *rawPod, info PodInfo) statsv1alpha1.PodStats {
+	meta := rp.sandbox.GetMetadata()
+	ps := statsv1alpha1.PodStats{
+		PodRef: statsv1alpha1.PodReference{
+			Name:      meta.GetName(),
+			Namespace: meta.GetNamespace(),
+			UID:       meta.GetUid(),
+		},
+		// As upstream, the pod's start time is the sandbox's creation.
+		StartTime:  metav1.NewTime(time.Unix(0, rp.sandbox.CreatedAt)),
+		Containers: make([]statsv1alpha1.ContainerStats, 0, len(rp.containers)),
+	}
+	for _, rc := range rp.containers {
+		ps.Containers = append(ps.Containers, b.container(rc, meta, info.Pod))
+	}
+
+	if rp.stats != nil {
+		linux := rp.stats.GetLinux()
+		if cpu := linux.GetCpu(); cpu != nil {
+			ps.CPU = b.cpu(cpu, podPrefix+rp.sandbox.Id)
+		}
+		if mem := linux.GetMemory(); mem != nil {
+			var limit *uint64
+			if info.Pod != nil {
+				limit = podMemoryLimit(info.Pod)
+			}
+			ps.Memory = b.memory(mem, limit)
+		}
+		if net := linux.GetNetwork(); net != nil {
+			ps.Network = b.podNetwork(net)
+		}
+		if pr := linux.GetProcess(); pr.GetProcessCount() != nil {
+			ps.ProcessStats = &statsv1alpha1.ProcessStats{ProcessCount: ptr(pr.ProcessCount.Value)}
+		}
+	} else {
+		sumContainers(&ps)
+		if ps.Memory != nil && info.Pod != nil {
+			if limit := podMemoryLimit(info.Pod); limit != nil {
+				ps.Memory.AvailableBytes = ptr(sub0(*limit, deref(ps.Memory.WorkingSetBytes)))
+			}
+		}
+	}
+
+	if b.full {
+		b.podStorage(&ps, rp, info)
+	}
+	return ps
+}
+
+// sumContainers sets the pod's CPU and memory to the sum of its
+// containers', as upstream does without pod cgroup stats. availableBytes is
+// summed only if every container has one.
+func sumContainers(ps *statsv1alpha1.PodStats) {
+	allAvailable := true
+	for _, c := range ps.Containers {
+		if c.CPU != nil {
+			if ps.CPU == nil {
+				ps.CPU = &statsv1alpha1.CPUStats{}
+			}
+			ps.CPU.Time = c.CPU.Time
+			ps.CPU.UsageCoreNanoSeconds = ptr(deref(ps.CPU.UsageCoreNanoSeconds) + deref(c.CPU.UsageCoreNanoSeconds))
+			ps.CPU.UsageNanoCores = ptr(deref(ps.CPU.UsageNanoCores) + deref(c.CPU.UsageNanoCores))
+		}
+		if c.Memory != nil {
+			if ps.Memory == nil {
+				ps.Memory = &statsv1alpha1.MemoryStats{}
+			}
+			m := ps.Memory
+			m.Time = c.Memory.Time
+			m.UsageBytes = ptr(deref(m.UsageBytes) + deref(c.Memory.UsageBytes))
+			m.WorkingSetBytes = ptr(deref(m.WorkingSetBytes) + deref(c.Memory.WorkingSetBytes))
+			m.RSSBytes = ptr(deref(m.RSSBytes) + deref(c.Memory.RSSBytes))
+			m.PageFaults = ptr(deref(m.PageFaults) + deref(c.Memory.PageFaults))
+			m.MajorPageFaults = ptr(deref(m.MajorPageFaults) + deref(c.Memory.MajorPageFaults))
+			if c.Memory.AvailableBytes == nil {
+				allAvailable = false
+			}
+			m.AvailableBytes = ptr(deref(m.AvailableBytes) + deref(c.Memory.AvailableBytes))
+		}
+	}
+	if ps.Memory != nil && !allAvailable {
+		ps.Memory.AvailableBytes = nil
+	}
+}
+
+func (b *builder) cpu(cpu *runtimeapi.CpuUsage, key string) *statsv1alpha1.CPUStats {
+	out := &statsv1alpha1.CPUStats{
+		Time:                 metav1.NewTime(timeOr(cpu.Timestamp, b.s.at)),
+		UsageCoreNanoSeconds: uint64Value(cpu.UsageCoreNanoSeconds),
+	}
+	if r, ok := b.rates[key]; ok {
+		out.UsageNanoCores = ptr(r)
+	} else if cpu.UsageCoreNanoSeconds == nil {
+		// No counter to compute a rate from: the runtime's rate, if any.
+		out.UsageNanoCores = uint64Value(cpu.UsageNanoCores)
+	}
+	return out
+}
+
+// memory converts the runtime's memory usage. availableBytes is limit minus
+// the working set when the limit is known; otherwise the runtime's figure,
+// unless it is 0 (containerd reports 0 for "no limit").
+func (b *builder) memory(mem *runtimeapi.MemoryUsage, limit *uint64) *statsv1alpha1.MemoryStats {
+	out := &statsv1alpha1.MemoryStats{
+		Time:            metav1.NewTime(timeOr(mem.Timestamp, b.s.at)),
+		UsageBytes:      uint64Value(mem.UsageBytes),
+		WorkingSetBytes: uint64Value(mem.WorkingSetBytes),
+		RSSBytes:        uint64Value(mem.RssBytes),
+		PageFaults:      uint64Value(mem.PageFaults),
+		MajorPageFaults: uint64Value(mem.MajorPageFaults),
+	}
+	switch {
+	case limit != nil:
+		out.AvailableBytes = ptr(sub0(*limit, deref(out.WorkingSetBytes)))
+	case mem.AvailableBytes != nil && mem.AvailableBytes.Value > 0:
+		out.AvailableBytes = ptr(mem.AvailableBytes.Value)
+	}
+	return out
+}
+
+func (b *builder) podNetwork(net *runtimeapi.NetworkUsage) *statsv1alpha1.NetworkStats {
+	conv := func(i *runtimeapi.NetworkInterfaceUsage) statsv1alpha1.InterfaceStats {
+		return statsv1alpha1.InterfaceStats{
+			Name:     i.GetName(),
+			RxBytes:  uint64Value(i.GetRxBytes()),
+			RxErrors: uint64Value(i.GetRxErrors()),
+			TxBytes:  uint64Value(i.GetTxBytes()),
+			TxErrors: uint64Value(i.GetTxErrors()),
+		}
+	}
+	// containerd leaves the timestamp 0.
+	ns := &statsv1alpha1.NetworkStats{Time: metav1.NewTime(timeOr(net.Timestamp, b.s.at))}
+	if d := net.GetDefaultInterface(); d != nil {
+		ns.InterfaceStats = conv(d)
+	}
+	for _, i := range net.GetInterfaces() {
+		if i != nil {
+			ns.Interfaces = append(ns.Interfaces, conv(i))
+		}
+	}
+	// containerd gives the default interface only; list it as cAdvisor does.
+	if len(ns.Interfaces) == 0 && ns.Name != "" {
+		ns.Interfaces = []statsv1alpha1.InterfaceStats{ns.InterfaceStats}
+	}
+	return ns
+}
+
+func (b *builder) container(rc rawContainer, meta *runtimeapi.PodSandboxMetadata, pod *v1.Pod) statsv1alpha1.ContainerStats {
+	st := rc.stats
+	name := rc.meta.GetMetadata().GetName()
+	cs := statsv1alpha1.ContainerStats{
+		Name: name,
+		// As upstream, the container's start time is its creation.
+		StartTime: metav1.NewTime(time.Unix(0, rc.meta.CreatedAt)),
+	}
+	if cpu := st.GetCpu(); cpu != nil {
+		cs.CPU = b.cpu(cpu, ctrPrefix+rc.meta.Id)
+	} else {
+		cs.CPU = &statsv1alpha1.CPUStats{Time: metav1.NewTime(b.s.at), UsageCoreNanoSeconds: ptr[uint64](0), UsageNanoCores: ptr[uint64](0)}
+	}
+	if mem := st.GetMemory(); mem != nil {
+		var limit *uint64
+		if pod != nil {
+			limit = containerMemoryLimit(pod, name)
+		}
+		cs.Memory = b.memory(mem, limit)
+	} else {
+		cs.Memory = &statsv1alpha1.MemoryStats{Time: metav1.NewTime(b.s.at), WorkingSetBytes: ptr[uint64](0)}
+	}
+	if sw := st.GetSwap(); sw != nil {
+		cs.Swap = &statsv1alpha1.SwapStats{
+			Time:               metav1.NewTime(timeOr(sw.Timestamp, b.s.at)),
+			SwapUsageBytes:     uint64Value(sw.SwapUsageBytes),
+			SwapAvailableBytes: uint64Value(sw.SwapAvailableBytes),
+		}
+	}
+	if !b.full {
+		return cs
+	}
+
+	cs.Rootfs = &statsv1alpha1.FsStats{Time: metav1.NewTime(b.s.at)}
+	if wl := st.GetWritableLayer(); wl != nil {
+		cs.Rootfs = b.fsUsage(wl)
+	}
+	dir := filepath.Join(podLogDir(b.p.cfg.PodLogsDir, meta), name)
+	if u, err := filesUsage(dir); err != nil {
+		klog.V(4).InfoS("Cannot measure the container's logs", "dir", dir, "err", err)
+	} else {
+		cs.Logs = b.onRootFs(u)
+	}
+	return cs
+}
+
+// onRootFs is the FsStats of something using u on the node's root fs.
+func (b *builder) onRootFs(u usage) *statsv1alpha1.FsStats {
+	fs := &statsv1alpha1.FsStats{Time: metav1.NewTime(b.s.at)}
+	if b.rootFs != nil {
+		fs = b.rootFs.base(b.s.at)
+	}
+	fs.UsedBytes = ptr(u.bytes)
+	fs.InodesUsed = ptr(u.inodes)
+	return fs
+}
+
+// podLogDir is <podLogsDir>/<namespace>_<name>_<uid>.
+func podLogDir(podLogsDir string, meta *runtimeapi.PodSandboxMetadata) string {
+	return filepath.Join(podLogsDir, meta.GetNamespace()+"_"+meta.GetName()+"_"+meta.GetUid())
+}
+
+// podStorage adds the pod's volume stats and ephemeral storage.
+func (b *builder) podStorage(ps *statsv1alpha1.PodStats, rp *rawPod, info PodInfo) {
+	var ephemeral []statsv1alpha1.VolumeStats
+	if info.Pod != nil && info.VolumeDir != "" {
+		for _, v := range info.Pod.Spec.Volumes {
+			vs, ok := b.volume(info.VolumeDir, &v)
+			if !ok {
+				continue
+			}
+			ps.VolumeStats = append(ps.VolumeStats, vs)
+			if isLocalEphemeral(&v) {
+				ephemeral = append(ephemeral, vs)
+			}
+		}
+	}
+
+	es := &statsv1alpha1.FsStats{Time: metav1.NewTime(b.s.at)}
+	if b.rootFs != nil {
+		es = b.rootFs.base(b.s.at)
+	}
+	add := func(fs *statsv1alpha1.FsStats, inodes bool) {
+		es.UsedBytes = addUsage(es.UsedBytes, fs.UsedBytes)
+		if inodes {
+			es.InodesUsed = addUsage(es.InodesUsed, fs.InodesUsed)
+		}
+		if es.Time.Before(&fs.Time) {
+			es.Time = fs.Time
+		}
+	}
+	for _, c := range ps.Containers {
+		if c.Rootfs == nil {
+			continue
+		}
+		add(c.Rootfs, true)
+		if c.Logs != nil {
+			add(c.Logs, true)
+		}
+	}
+	for i := range ephemeral {
+		add(&ephemeral[i].FsStats, true)
+	}
+	meta := rp.sandbox.GetMetadata()
+	if u, err := filesUsage(podLogDir(b.p.cfg.PodLogsDir, meta)); err == nil {
+		add(b.onRootFs(u), true)
+	}
+	if b.p.cfg.RootDir != "" {
+		hosts := filepath.Join(b.p.cfg.RootDir, "pods", meta.GetUid(), "etc-hosts")
+		if u, err := diskUsage(hosts); err == nil {
+			add(b.onRootFs(u), true)
+		}
+	}
+	ps.EphemeralStorage = es
+}
+
+// volume measures one of the pod's volumes, if it is of a kind whose usage
+// the kubelet reports and it exists.
+func (b *builder) volume(volumeDir string, v *v1.Volume) (statsv1alpha1.VolumeStats, bool) {
+	plugin := pluginDir(v)
+	if plugin == "" {
+		return statsv1alpha1.VolumeStats{}, false
+	}
+	path := filepath.Join(volumeDir, plugin, v.Name)
+	u, at, err := b.p.volumes.get(path, b.s.at, diskUsage)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			klog.V(4).InfoS("Cannot measure a volume", "path", path, "err", err)
+		}
+		return statsv1alpha1.VolumeStats{}, false
+	}
+	fs := statsv1alpha1.FsStats{Time: metav1.NewTime(at)}
+	// Not b.statfs: a volume may be its own mount (tmpfs).
+	if fi, err := statfs(path); err == nil {
+		fs = *fi.base(at)
+	}
+	fs.UsedBytes = ptr(u.bytes)
+	fs.InodesUsed = ptr(u.inodes)
+	return statsv1alpha1.VolumeStats{Name: v.Name, FsStats: fs}, true
+}
+
+// pluginDir names a volume's directory as upstream's plugins do, for the
+// kinds measured here; "" for the others.
+func pluginDir(v *v1.Volume) string {
+	switch {
+	case v.EmptyDir != nil:
+		return "kubernetes.io~empty-dir"
+	case v.ConfigMap != nil:
+		return "kubernetes.io~configmap"
+	case v.Secret != nil:
+		return "kubernetes.io~secret"
+	case v.Projected != nil:
+		return "kubernetes.io~projected"
+	case v.DownwardAPI != nil:
+		return "kubernetes.io~downward-api"
+	}
+	return ""
+}
+
+// isLocalEphemeral is upstream's IsLocalEphemeralVolume: the volumes that
+// count towards the pod's ephemeral storage.
+func isLocalEphemeral(v *v1.Volume) bool {
+	return v.GitRepo != nil ||
+		(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) ||
+		v.ConfigMap != nil
+}
+
+// containerMemoryLimit is the memory limit of pod's container name, if set.
+func containerMemoryLimit(pod *v1.Pod, name string) *uint64 {
+	for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == name {
+				return memoryLimit(list[i].Resources.Limits)
+			}
+		}
+	}
+	return nil
+}
+
+// podMemoryLimit is the memory limit of the pod's cgroup, if it has one: the
+// pod-level limit, or, when every container has one, the larger of the sum
+// of the containers' (sidecars included) and of any init container's, plus
+// the pod overhead.
+func podMemoryLimit(pod *v1.Pod) *uint64 {
+	if r := pod.Spec.Resources; r != nil {
+		if l := memoryLimit(r.Limits); l != nil {
+			return l
+		}
+	}
+	var sum, maxInit uint64
+	for _, c := range pod.Spec.Containers {
+		l := memoryLimit(c.Resources.Limits)
+		if l == nil {
+			return nil
+		}
+		sum += *l
+	}
+	for _, c := range pod.Spec.InitContainers {
+		l := memoryLimit(c.Resources.Limits)
+		if l == nil {
+			return nil
+		}
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			sum += *l
+		} else {
+			maxInit = max(maxInit, *l)
+		}
+	}
+	limit := max(sum, maxInit)
+	if l := memoryLimit(pod.Spec.Overhead); l != nil {
+		limit += *l
+	}
+	return &limit
+}
+
+func memoryLimit(rl v1.ResourceList) *uint64 {
+	q, ok := rl[v1.ResourceMemory]
+	if !ok || q.Sign() <= 0 {
+		return nil
+	}
+	return ptr(uint64(q.Value()))
+}
+
+// timeOr is the unix-ns timestamp ns, or fallback if it is unset.
+func timeOr(ns int64, fallback time.Time) time.Time {
+	if ns <= 0 {
+		return fallback
+	}
+	return time.Unix(0, ns)
+}
+
+func addUsage(a, b *uint64) *uint64 {
+	if a == nil {
+		if b == nil {
+			return nil
+		}
+		return ptr(*b)
+	}
+	if b == nil {
+		return a
+	}
+	return ptr(*a + *b)
+}
+
+func deref(v *uint64) uint64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
+func sub0(a, b uint64) uint64 {
+	if b >= a {
+		return 0
+	}
+	return a - b
+}
