@@ -11,6 +11,7 @@ out=$(mktemp)
 go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkStaticPodStartup|BenchmarkRSS10Pods' -benchtime 20x ./test/e2e/ | tee "$out"
 go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkClusterNode50Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
 go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkProbes100Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
+go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkKubeletAPI' -benchtime 1x ./test/e2e/ | tee -a "$out"
 metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if ($i == m) print $(i-1) }' "$out"; }
 {
 	echo "# Benchmarks"
@@ -57,6 +58,17 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo 'Standalone static pods. 100 exec probes a second mean 100 `runc exec` a second in containerd 1.6,'
 	echo "which on this machine's two cores cannot keep up: probes queue behind the runtime and run late."
 	echo "The CPU figure is nodelet's process alone; the runtime's own load is what limits the probe rate."
+	echo
+	echo "## Kubelet API through the API server (kubectl)"
+	echo
+	echo "| figure | value |"
+	echo "|---|---|"
+	echo "| \`kubectl exec POD -- true\`, median of 20 | $(metric BenchmarkKubeletAPI exec-p50-ms) ms |"
+	echo "| \`kubectl logs -f\` on a container writing as fast as it can (\`yes\`, 100-byte lines) | $(metric BenchmarkKubeletAPI logs-f-MiB/s) MiB/s |"
+	echo "| the same container's log file growth, as containerd writes it | $(metric BenchmarkKubeletAPI runtime-log-MiB/s) MiB/s |"
+	echo
+	echo "kubectl, the API server, nodelet and the writer share the two cores. nodelet sends followed"
+	echo "logs in chunks at most 10 ms apart instead of one flush per line (3-8 MiB/s before that change)."
 	echo
 	echo "## Raw output"
 	echo

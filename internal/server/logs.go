@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -64,7 +65,9 @@ func (s *Server) handleContainerLogs(w http.ResponseWriter, r *http.Request) {
 			stdout = io.Discard
 		}
 	}
-	if err := crilogs.ReadLogs(r.Context(), path, id, criLogOptions(opts, time.Now()), s.runtime, stdout, stderr); err != nil && !fw.wrote {
+	err = crilogs.ReadLogs(r.Context(), path, id, criLogOptions(opts, time.Now()), s.runtime, stdout, stderr)
+	fw.close()
+	if err != nil && !fw.wrote {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	}
 }
@@ -117,23 +120,53 @@ func hasContainer(pod *v1.Pod, name string) bool {
 	return false
 }
 
-// flushWriter flushes after every write so followed logs arrive as they
-// are written.
+// flushWriter sends what was written within flushDelay: followed logs
+// arrive promptly without a flush (an HTTP chunk through every proxy) per
+// line. close must be called before the handler returns.
 type flushWriter struct {
-	w     io.Writer
-	f     http.Flusher
-	wrote bool
+	mu      sync.Mutex
+	w       io.Writer
+	f       http.Flusher
+	pending bool
+	closed  bool
+	wrote   bool
 }
 
+const flushDelay = 10 * time.Millisecond
+
 func (f *flushWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, io.ErrClosedPipe
+	}
 	n, err := f.w.Write(p)
 	f.wrote = f.wrote || n > 0
-	if f.f != nil {
-		f.f.Flush()
+	if f.f != nil && !f.pending {
+		f.pending = true
+		time.AfterFunc(flushDelay, f.flush)
 	}
 	return n, err
 }
 
+func (f *flushWriter) flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending = false
+	if !f.closed {
+		f.f.Flush()
+	}
+}
+
+// close flushes what is left and stops later flushes.
+func (f *flushWriter) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed && f.f != nil && f.pending {
+		f.f.Flush()
+	}
+	f.closed = true
+}
 
 // decodeLogOptions reads v1.PodLogOptions from query parameters, as the API
 // server encodes them for the kubelet.
