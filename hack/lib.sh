@@ -17,6 +17,18 @@ DEMO_DIR="$STACK_DIR/demo"
 DEMO_PID="$DEMO_DIR/nodelet.pid"
 DEMO_NODE="nodelet-demo"
 
+# Test images served slowly by the test registry (slow/busybox:1..N, every
+# manifest request delayed): for measuring parallel pulls.
+SLOW_IMAGE_COUNT="${SLOW_IMAGE_COUNT:-8}"
+SLOW_IMAGE_DELAY="${SLOW_IMAGE_DELAY:-1s}"
+# A private registry (Debian's docker-registry with htpasswd basic auth) and
+# the busybox image copied into it.
+PRIVATE_REGISTRY_ADDR="${PRIVATE_REGISTRY_ADDR:-127.0.0.1:35001}"
+PRIVATE_REGISTRY_USER="nodelet"
+PRIVATE_IMAGE="$PRIVATE_REGISTRY_ADDR/private/busybox:1.36"
+PRIVATE_REGISTRY_DIR="$STACK_DIR/private-registry"
+PRIVATE_REGISTRY_PID="$PRIVATE_REGISTRY_DIR/registry.pid"
+
 CONTAINERD_DIR="$STACK_DIR/containerd"
 CONTAINERD_SOCK="$CONTAINERD_DIR/containerd.sock"
 CONTAINERD_PID="$CONTAINERD_DIR/containerd.pid"

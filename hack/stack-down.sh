@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # stack-down: stops everything stack-up started and removes what it left:
-# pod processes, containerd and its shims, the registry, overlay and netns
+# pod processes, containerd and its shims, the registries, overlay and netns
 # mounts under .stack, pod cgroups, the CNI bridge and the FORWARD rule.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
@@ -60,6 +60,7 @@ kill_pod_processes
 stop_pidfile "$CONTAINERD_PID"
 kill_shims
 stop_pidfile "$REGISTRY_PID"
+stop_pidfile "$PRIVATE_REGISTRY_PID"
 unmount_under "$STACK_DIR/"
 cgroup_dirs | while read -r d; do rmdir "$d" 2>/dev/null || true; done
 rm -rf "$CONTAINERD_DIR/root" "$CONTAINERD_DIR/state" "$CONTAINERD_DIR/runc" "$STACK_DIR/cni/networks"

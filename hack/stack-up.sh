@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # stack-up: installs what is missing and starts the local test stack:
-# a loopback registry serving the test images, a CNI bridge network, and a
-# private containerd. Idempotent: what already runs is kept. Writes .stack/env.
+# a loopback registry serving the test images, a private registry with
+# basic auth, a CNI bridge network, and a private containerd. Idempotent:
+# what already runs is kept. Writes .stack/env.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
 
-PKGS=(containerd runc crun containernetworking-plugins busybox-static iptables iproute2 gcc libc6-dev curl)
+PKGS=(containerd runc crun containernetworking-plugins busybox-static iptables iproute2 gcc libc6-dev curl docker-registry apache2-utils)
 install_packages() {
 	local missing=()
 	for p in "${PKGS[@]}"; do
@@ -57,7 +58,9 @@ JSON
 
 registry_ready() {
 	curl -fsS -o /dev/null "http://$REGISTRY_ADDR/v2/library/busybox/manifests/1.36" 2>/dev/null &&
-		curl -fsS -o /dev/null "http://$REGISTRY_ADDR/v2/nodelet/grpc-health/manifests/1.0" 2>/dev/null
+		curl -fsS -o /dev/null "http://$REGISTRY_ADDR/v2/nodelet/grpc-health/manifests/1.0" 2>/dev/null &&
+		# Tag lists are never delayed, only manifests.
+		curl -fsS "http://$REGISTRY_ADDR/v2/slow/busybox/tags/list" 2>/dev/null | grep -q "\"$SLOW_IMAGE_COUNT\""
 }
 
 start_registry() {
@@ -74,6 +77,7 @@ start_registry() {
 	rm -f "$STACK_DIR/registry/ready"
 	setsid "$STACK_DIR/bin/testregistry" --addr "$REGISTRY_ADDR" --pause "$STACK_DIR/bin/pause" \
 		--busybox /bin/busybox --grpc-health "$STACK_DIR/bin/grpc-health" --ready-file "$STACK_DIR/registry/ready" \
+		--slow-images "$SLOW_IMAGE_COUNT" --slow-delay "$SLOW_IMAGE_DELAY" \
 		>"$STACK_DIR/registry/registry.log" 2>&1 </dev/null &
 	echo $! >"$REGISTRY_PID"
 	for _ in $(seq 100); do
@@ -85,9 +89,78 @@ start_registry() {
 	die "the registry did not start"
 }
 
-write_containerd_config() {
-	local d="$CONTAINERD_DIR"
-	mkdir -p "$d/root" "$d/state" "$d/runc" "$STACK_DIR/certs.d/_default" "$STACK_DIR/certs.d/docker.io" "$STACK_DIR/certs.d/registry.k8s.io"
+private_password() { cat "$PRIVATE_REGISTRY_DIR/password"; }
+
+# The private image answers with the credentials, and not without them.
+private_registry_ready() {
+	local accept="application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+	curl -fsS -o /dev/null -H "Accept: $accept" -u "$PRIVATE_REGISTRY_USER:$(private_password)" \
+		"http://$PRIVATE_REGISTRY_ADDR/v2/private/busybox/manifests/1.36" 2>/dev/null &&
+		[ "$(curl -sS -o /dev/null -w '%{http_code}' "http://$PRIVATE_REGISTRY_ADDR/v2/private/busybox/manifests/1.36" 2>/dev/null)" = 401 ]
+}
+
+# A docker-registry on PRIVATE_REGISTRY_ADDR that wants basic auth (htpasswd,
+# a password generated once into .stack/private-registry/password), holding
+# the busybox test image as PRIVATE_IMAGE. Plain HTTP: loopback only.
+start_private_registry() {
+	local d="$PRIVATE_REGISTRY_DIR"
+	mkdir -p "$d/data" "$STACK_DIR/bin"
+	if [ ! -s "$d/password" ]; then
+		(umask 077 && head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$d/password")
+	fi
+	if pid_alive "$PRIVATE_REGISTRY_PID" && private_registry_ready; then return 0; fi
+	# One of this stack that does not serve as expected: replace it.
+	if pid_alive "$PRIVATE_REGISTRY_PID"; then
+		kill "$(cat "$PRIVATE_REGISTRY_PID")" 2>/dev/null || true
+		for _ in $(seq 50); do pid_alive "$PRIVATE_REGISTRY_PID" || break; sleep 0.1; done
+	fi
+	if ! pid_alive "$PRIVATE_REGISTRY_PID"; then
+		htpasswd -iBc "$d/htpasswd" "$PRIVATE_REGISTRY_USER" <"$d/password" 2>/dev/null || die "htpasswd failed"
+		cat >"$d/config.yml" <<YAML
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $d/data
+  delete:
+    enabled: true
+http:
+  addr: $PRIVATE_REGISTRY_ADDR
+  secret: $(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+auth:
+  htpasswd:
+    realm: nodelet-private
+    path: $d/htpasswd
+YAML
+		log "starting the private registry"
+		setsid docker-registry serve "$d/config.yml" >"$d/registry.log" 2>&1 </dev/null &
+		echo $! >"$PRIVATE_REGISTRY_PID"
+	fi
+	local up=""
+	for _ in $(seq 100); do
+		[ "$(curl -sS -o /dev/null -w '%{http_code}' "http://$PRIVATE_REGISTRY_ADDR/v2/" 2>/dev/null)" = 401 ] && { up=1; break; }
+		pid_alive "$PRIVATE_REGISTRY_PID" || break
+		sleep 0.1
+	done
+	[ -n "$up" ] || { cat "$d/registry.log" >&2; die "the private registry did not start"; }
+	(cd "$REPO_ROOT" && go build -o "$STACK_DIR/bin/imagecopy" ./hack/tools/imagecopy) || die "building imagecopy failed"
+	"$STACK_DIR/bin/imagecopy" --src "$REGISTRY_ADDR/library/busybox:1.36" --dst "$PRIVATE_IMAGE" \
+		--user "$PRIVATE_REGISTRY_USER" --password-file "$d/password" --label org.nodelet.test=private || die "pushing $PRIVATE_IMAGE failed"
+	private_registry_ready || die "the private registry does not serve $PRIVATE_IMAGE as expected"
+	log "private registry serving $PRIVATE_IMAGE (basic auth)"
+}
+
+# Registry hosts for containerd, read at every pull (so rewritten on every
+# run, containerd running or not). docker.io, registry.k8s.io and every other
+# registry go to the local one, so a missing image fails locally; the
+# private registry is served by itself.
+write_registry_hosts() {
+	local h
+	mkdir -p "$STACK_DIR/certs.d/_default" "$STACK_DIR/certs.d/docker.io" "$STACK_DIR/certs.d/registry.k8s.io" \
+		"$STACK_DIR/certs.d/$PRIVATE_REGISTRY_ADDR"
 	for h in _default docker.io registry.k8s.io; do
 		cat >"$STACK_DIR/certs.d/$h/hosts.toml" <<TOML
 # Every pull is served by the local registry: a missing image fails here.
@@ -97,6 +170,18 @@ server = "http://$REGISTRY_ADDR"
   capabilities = ["pull", "resolve"]
 TOML
 	done
+	cat >"$STACK_DIR/certs.d/$PRIVATE_REGISTRY_ADDR/hosts.toml" <<TOML
+# The private registry (basic auth over plain HTTP, loopback) serves itself.
+server = "http://$PRIVATE_REGISTRY_ADDR"
+
+[host."http://$PRIVATE_REGISTRY_ADDR"]
+  capabilities = ["pull", "resolve"]
+TOML
+}
+
+write_containerd_config() {
+	local d="$CONTAINERD_DIR"
+	mkdir -p "$d/root" "$d/state" "$d/runc"
 	cat >"$d/config.toml" <<TOML
 version = 2
 root = "$d/root"
@@ -119,7 +204,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   netns_mounts_under_state_dir = true
   disable_apparmor = true
   systemd_cgroup = false
-  disable_hugetlb_controller = true
+  disable_hugetlb_controller = false
   tolerate_missing_hugetlb_controller = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
@@ -136,6 +221,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         Root = "$d/runc"
         SystemdCgroup = false
 
+    # A second handler for RuntimeClass: crun.
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun.options]
+        BinaryName = "/usr/bin/crun"
+        Root = "$d/crun"
+        SystemdCgroup = false
+
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$STACK_DIR/cni/net.d"
@@ -150,8 +243,34 @@ containerd_ready() {
 	ctr --connect-timeout 1s --address "$CONTAINERD_SOCK" version >/dev/null 2>&1
 }
 
+# crun refuses to run when the hugetlb controller exists but its cgroup v1
+# hierarchy is not mounted (as on this Debian host): mount it.
+mount_hugetlb() {
+	[ -d /sys/fs/cgroup/cpu ] || return 0 # cgroup v2 only: nothing to mount
+	grep -qw hugetlb /proc/cgroups || return 0
+	mountpoint -q /sys/fs/cgroup/hugetlb && return 0
+	if [ ! -d /sys/fs/cgroup/hugetlb ]; then
+		# /sys/fs/cgroup is often a read-only tmpfs.
+		mkdir /sys/fs/cgroup/hugetlb 2>/dev/null || { mount -o remount,rw /sys/fs/cgroup && mkdir /sys/fs/cgroup/hugetlb; } ||
+			die "cannot create /sys/fs/cgroup/hugetlb"
+	fi
+	mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb || die "cannot mount the hugetlb cgroup controller"
+	log "mounted the hugetlb cgroup controller (crun needs it)"
+}
+
 start_containerd() {
-	if pid_alive "$CONTAINERD_PID" && containerd_ready; then return 0; fi
+	mount_hugetlb
+	if pid_alive "$CONTAINERD_PID" && containerd_ready; then
+		# A changed configuration (a new runtime handler...) needs a restart;
+		# running pods keep running (their shims do not depend on it).
+		local old
+		old=$(cat "$CONTAINERD_DIR/config.toml" 2>/dev/null)
+		write_containerd_config
+		[ "$old" = "$(cat "$CONTAINERD_DIR/config.toml")" ] && return 0
+		log "containerd configuration changed: restarting containerd"
+		kill "$(cat "$CONTAINERD_PID")"
+		for _ in $(seq 50); do pid_alive "$CONTAINERD_PID" || break; sleep 0.1; done
+	fi
 	write_containerd_config
 	log "starting containerd"
 	setsid containerd --config "$CONTAINERD_DIR/config.toml" >"$CONTAINERD_DIR/containerd.log" 2>&1 </dev/null &
@@ -186,7 +305,11 @@ YAML
 }
 
 write_env() {
-	cat >"$STACK_DIR/env" <<ENV
+	# cluster-up's block (hack/cluster/up.sh) is kept: the control plane
+	# still runs.
+	local cluster=""
+	[ -f "$STACK_DIR/env" ] && cluster=$(sed -n '/^# cluster-up begin/,/^# cluster-up end/p' "$STACK_DIR/env")
+	cat >"$STACK_DIR/env.new" <<ENV
 # Written by make stack-up. Source it: . .stack/env
 export STACK_DIR="$STACK_DIR"
 export CONTAINER_RUNTIME_ENDPOINT="unix://$CONTAINERD_SOCK"
@@ -199,7 +322,16 @@ export CNI_SUBNET="$CNI_SUBNET"
 export NODE_IP="$CNI_GATEWAY"
 export CRI_CONFIG_FILE="$STACK_DIR/crictl.yaml"
 export CRICTL="$STACK_DIR/bin/crictl"
+export SLOW_IMAGE_REPO="$REGISTRY_ADDR/slow/busybox"
+export SLOW_IMAGE_COUNT="$SLOW_IMAGE_COUNT"
+export SLOW_IMAGE_DELAY="$SLOW_IMAGE_DELAY"
+export PRIVATE_REGISTRY="$PRIVATE_REGISTRY_ADDR"
+export PRIVATE_REGISTRY_USER="$PRIVATE_REGISTRY_USER"
+export PRIVATE_REGISTRY_PASSWORD="$(private_password)"
+export PRIVATE_IMAGE="$PRIVATE_IMAGE"
 ENV
+	[ -n "$cluster" ] && printf '%s\n' "$cluster" >>"$STACK_DIR/env.new"
+	mv "$STACK_DIR/env.new" "$STACK_DIR/env"
 }
 
 mkdir -p "$STACK_DIR"
@@ -207,6 +339,8 @@ install_packages
 command -v go >/dev/null || die "go is not installed (expected at /usr/local/go/bin)"
 setup_network
 start_registry
+start_private_registry
+write_registry_hosts
 start_containerd
 prepull
 install_crictl

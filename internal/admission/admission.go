@@ -30,6 +30,9 @@ func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
 	if node == nil {
 		return Result{Admit: true}
 	}
+	if fields := podspec.Unsupported(pod); len(fields) > 0 {
+		return reject("UnsupportedPodSpec", "%s", podspec.UnsupportedMessage(fields))
+	}
 	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
 		return reject("NodeName", "Predicate NodeName failed: pod is bound to node %q", pod.Spec.NodeName)
 	}

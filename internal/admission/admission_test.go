@@ -47,6 +47,12 @@ func TestAdmit(t *testing.T) {
 		}), nil, "OutOfmemory", "memory, requested: 2147483648"},
 		{"out of pods", pod(""), []*v1.Pod{pod(""), pod(""), pod("")}, "OutOfpods", "pods, requested: 1, used: 3, capacity: 3"},
 		{"other node", pod("", func(p *v1.Pod) { p.Spec.NodeName = "n2" }), nil, "NodeName", ""},
+		{"user namespaces", pod("", func(p *v1.Pod) { f := false; p.Spec.HostUsers = &f }), nil, "UnsupportedPodSpec", "spec.hostUsers: false"},
+		{"stop signal", pod("", func(p *v1.Pod) {
+			sig := v1.SIGUSR1
+			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig}
+		}), nil, "UnsupportedPodSpec", "spec.containers[0].lifecycle.stopSignal"},
+		{"windows", pod("", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }), nil, "UnsupportedPodSpec", `spec.os.name "windows"`},
 		{"node selector mismatch", pod("", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }), nil, "NodeAffinity", "Predicate NodeAffinity failed"},
 		{"node selector match", pod("", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} }), nil, "", ""},
 		{"untolerated NoExecute taint", pod("", func(p *v1.Pod) { p.Spec.Tolerations = nil }), nil, "TaintToleration", "dedicated"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,11 +62,14 @@ func Parse(args []string) (*Options, error) {
 		return nil, err
 	}
 	o := newOptions()
+	serializeSet := false // serializeImagePulls given in the file
 	if scratch.ConfigFile != "" {
-		cfg, err := LoadFile(scratch.ConfigFile)
+		cfg, err := loadFile(scratch.ConfigFile)
 		if err != nil {
 			return nil, err
 		}
+		serializeSet = cfg.SerializeImagePulls != nil
+		SetDefaults(cfg)
 		o.Config = *cfg
 	}
 	// Second pass: flags registered with the file's values as their defaults,
@@ -73,6 +77,12 @@ func Parse(args []string) (*Options, error) {
 	fs = o.flagSet()
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	// serializeImagePulls defaults from maxParallelImagePulls, as upstream:
+	// when only the flag gives the latter, default again.
+	if fs.Changed("max-parallel-image-pulls") && !fs.Changed("serialize-image-pulls") && !serializeSet {
+		c := &o.Config
+		c.SerializeImagePulls = ptr.To(c.MaxParallelImagePulls == nil || *c.MaxParallelImagePulls < 2)
 	}
 	if err := o.complete(); err != nil {
 		return nil, err
@@ -133,6 +143,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "Number of pods that can run on this node.")
 	fs.StringVar(c.ResolverConfig, "resolv-conf", *c.ResolverConfig, "Resolver configuration file used as the basis for pod DNS.")
 	fs.BoolVar(c.SerializeImagePulls, "serialize-image-pulls", *c.SerializeImagePulls, "Pull images one at a time.")
+	fs.Var(&optionalInt32Flag{&c.MaxParallelImagePulls}, "max-parallel-image-pulls", "Maximum number of image pulls in parallel when --serialize-image-pulls=false (unset: no limit). Setting it above 1 alone turns serialized pulls off (nodelet's flag; upstream has it in the config file only).")
 	fs.DurationVar(&c.RuntimeRequestTimeout.Duration, "runtime-request-timeout", c.RuntimeRequestTimeout.Duration, "Timeout of runtime requests other than long-running ones (pull, logs, exec, attach).")
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "Cluster domain for pod DNS search paths.")
 	fs.StringSliceVar(&c.ClusterDNS, "cluster-dns", c.ClusterDNS, "Comma-separated DNS server IPs for pods with dnsPolicy ClusterFirst.")
@@ -206,6 +217,26 @@ func (f *durationFlag) Set(s string) error {
 }
 func (f *durationFlag) Type() string { return "duration" }
 
+// optionalInt32Flag is a flag.Value over an *int32 config field that stays
+// nil unless the flag is given.
+type optionalInt32Flag struct{ p **int32 }
+
+func (f *optionalInt32Flag) String() string {
+	if f.p == nil || *f.p == nil {
+		return ""
+	}
+	return strconv.Itoa(int(**f.p))
+}
+func (f *optionalInt32Flag) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return err
+	}
+	*f.p = ptr.To(int32(v))
+	return nil
+}
+func (f *optionalInt32Flag) Type() string { return "int32" }
+
 func (o *Options) complete() error {
 	name := o.HostnameOverride
 	if name == "" {
@@ -228,6 +259,16 @@ func (o *Options) complete() error {
 // LoadFile reads a KubeletConfiguration file and defaults it. Unknown or
 // duplicate fields are a warning, not an error, as upstream.
 func LoadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+	cfg, err := loadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	SetDefaults(cfg)
+	return cfg, nil
+}
+
+// loadFile reads a KubeletConfiguration file without defaulting it.
+func loadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read kubelet config file: %w", err)
@@ -244,7 +285,6 @@ func LoadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
 		return nil, fmt.Errorf("kubelet config file %s: want kind KubeletConfiguration, apiVersion %s; got kind %q, apiVersion %q",
 			path, kubeletv1beta1.SchemeGroupVersion, cfg.Kind, cfg.APIVersion)
 	}
-	SetDefaults(cfg)
 	return cfg, nil
 }
 
@@ -423,6 +463,12 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	if c.ContainerRuntimeEndpoint == "" {
 		errs = append(errs, errors.New("containerRuntimeEndpoint must be set"))
+	}
+	if c.MaxParallelImagePulls != nil && *c.MaxParallelImagePulls < 1 {
+		errs = append(errs, fmt.Errorf("maxParallelImagePulls %d must be a positive number", *c.MaxParallelImagePulls))
+	}
+	if *c.SerializeImagePulls && c.MaxParallelImagePulls != nil && *c.MaxParallelImagePulls > 1 {
+		errs = append(errs, errors.New("maxParallelImagePulls cannot be larger than 1 unless serializeImagePulls (--serialize-image-pulls) is set to false"))
 	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		errs = append(errs, fmt.Errorf("cgroupDriver must be cgroupfs or systemd, got %q", c.CgroupDriver))

@@ -84,3 +84,63 @@ func TestBadConfigFiles(t *testing.T) {
 		t.Errorf("unknown field: %v, maxPods %v", err, o)
 	}
 }
+
+func TestImagePullSettings(t *testing.T) {
+	const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	tests := []struct {
+		name          string
+		file          string // body after the header; "" = no file
+		args          []string
+		wantSerialize bool
+		wantMax       int32 // 0 = unset
+		wantErr       string
+	}{
+		{"defaults: serialized, no limit", "", nil, true, 0, ""},
+		{"file: maxParallelImagePulls alone turns serializing off", "maxParallelImagePulls: 3\n", nil, false, 3, ""},
+		{"file: maxParallelImagePulls 1 stays serialized", "maxParallelImagePulls: 1\n", nil, true, 1, ""},
+		{"file: parallel without a limit", "serializeImagePulls: false\n", nil, false, 0, ""},
+		{"file: both", "serializeImagePulls: false\nmaxParallelImagePulls: 2\n", nil, false, 2, ""},
+		{"file: a limit above 1 with serialized pulls", "serializeImagePulls: true\nmaxParallelImagePulls: 2\n", nil, false, 0,
+			"maxParallelImagePulls cannot be larger than 1 unless serializeImagePulls"},
+		{"file: a limit of 0", "serializeImagePulls: false\nmaxParallelImagePulls: 0\n", nil, false, 0, "maxParallelImagePulls 0 must be a positive number"},
+		{"flag: --max-parallel-image-pulls alone", "", []string{"--max-parallel-image-pulls", "4"}, false, 4, ""},
+		{"flags: both", "", []string{"--serialize-image-pulls=false", "--max-parallel-image-pulls", "2"}, false, 2, ""},
+		{"flags: a limit above 1 with --serialize-image-pulls", "", []string{"--serialize-image-pulls=true", "--max-parallel-image-pulls", "2"}, false, 0,
+			"maxParallelImagePulls cannot be larger than 1"},
+		{"flag over a file that serializes", "serializeImagePulls: true\n", []string{"--max-parallel-image-pulls", "2"}, false, 0,
+			"maxParallelImagePulls cannot be larger than 1"},
+		{"flag over the file's limit", "maxParallelImagePulls: 3\n", []string{"--max-parallel-image-pulls", "5"}, false, 5, ""},
+		{"flag: --serialize-image-pulls=false", "", []string{"--serialize-image-pulls=false"}, false, 0, ""},
+		{"flag: a negative limit", "", []string{"--serialize-image-pulls=false", "--max-parallel-image-pulls=-1"}, false, 0, "must be a positive number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--hostname-override", "n"}, tt.args...)
+			if tt.file != "" {
+				path := filepath.Join(t.TempDir(), "config.yaml")
+				if err := os.WriteFile(path, []byte(header+tt.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", path)
+			}
+			o, err := Parse(args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := o.Config
+			max := int32(0)
+			if c.MaxParallelImagePulls != nil {
+				max = *c.MaxParallelImagePulls
+			}
+			if *c.SerializeImagePulls != tt.wantSerialize || max != tt.wantMax {
+				t.Errorf("serializeImagePulls %v, maxParallelImagePulls %d; want %v, %d", *c.SerializeImagePulls, max, tt.wantSerialize, tt.wantMax)
+			}
+		})
+	}
+}

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/podspec"
@@ -31,6 +33,10 @@ const (
 type Error struct {
 	Reason  string
 	Message string
+	// RetryAfter is when the pod is worth syncing again: shortly after a
+	// failed pull (so that its status moves from ErrImagePull to
+	// ImagePullBackOff), at the end of the back-off during one.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Reason + ": " + e.Message }
@@ -41,44 +47,98 @@ const (
 	BackoffMax     = 300 * time.Second
 )
 
-// Puller makes images present. It is safe for concurrent use.
-type Puller struct {
-	svc       internalapi.ImageManagerService
-	recorder  record.EventRecorder
-	clock     clock.Clock
-	backoff   *flowcontrol.Backoff
-	serialize sync.Mutex
-	serial    bool
+// ReportBackOffAfter is how long after a failed pull the pod is synced again
+// to report ImagePullBackOff (the upstream kubelet gets there through the
+// PLEG event of the sandbox it just created, about a second later).
+const ReportBackOffAfter = time.Second
+
+// Options configure a Puller.
+type Options struct {
+	// Serialize pulls one image at a time (serializeImagePulls).
+	Serialize bool
+	// MaxParallel limits the pulls in flight when not Serialize
+	// (maxParallelImagePulls); nil or less than 1 is no limit.
+	MaxParallel *int32
+	// Secrets reads imagePullSecrets; nil when there is no API server
+	// (every pull secret is then missing).
+	Secrets SecretGetter
 }
 
-// NewPuller returns a Puller. serialize makes pulls happen one at a time.
-func NewPuller(svc internalapi.ImageManagerService, recorder record.EventRecorder, clk clock.Clock, serialize bool) *Puller {
-	return &Puller{
+// Puller makes images present. It is safe for concurrent use.
+type Puller struct {
+	svc      internalapi.ImageManagerService
+	recorder record.EventRecorder
+	clock    clock.Clock
+	secrets  SecretGetter
+	backoff  *flowcontrol.Backoff
+	// tokens bounds the pulls in flight; nil: no bound.
+	tokens chan struct{}
+
+	mu sync.Mutex
+	// inflight are the pulls going on, by image and credentials: pods
+	// wanting the same image with the same credentials share one pull.
+	inflight map[string]*flight
+	// failures are the last failed pull per back-off key (pod and image),
+	// for the ImagePullBackOff message and the time left.
+	failures map[string]failure
+}
+
+type failure struct {
+	at  time.Time
+	msg string
+}
+
+// flight is one pull in progress, shared by its waiters.
+type flight struct {
+	done    chan struct{}
+	waiters int
+	cancel  context.CancelFunc
+	// Set before done is closed.
+	ref        string
+	size       uint64
+	err        error
+	duration   time.Duration // the pull alone, without waiting for a slot
+	credential *Credential   // the credential that worked, if any
+}
+
+// NewPuller returns a Puller.
+func NewPuller(svc internalapi.ImageManagerService, recorder record.EventRecorder, clk clock.Clock, opts Options) *Puller {
+	p := &Puller{
 		svc:      svc,
 		recorder: recorder,
 		clock:    clk,
+		secrets:  opts.Secrets,
 		backoff:  flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, clk),
-		serial:   serialize,
+		inflight: map[string]*flight{},
+		failures: map[string]failure{},
 	}
+	switch {
+	case opts.Serialize:
+		p.tokens = make(chan struct{}, 1)
+	case opts.MaxParallel != nil && *opts.MaxParallel >= 1:
+		p.tokens = make(chan struct{}, *opts.MaxParallel)
+	}
+	return p
 }
 
 // EnsureImage returns the image reference (its ID) of c's image, pulling it
-// when c's pull policy asks. A failure is an *Error.
+// when c's pull policy asks, with the credentials of the pod's
+// imagePullSecrets that match the image's registry. A failure is an *Error.
 func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
 	image, err := NormalizeImage(c.Image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", c.Image, err)
 		p.event(pod, c, v1.EventTypeWarning, "InspectFailed", msg)
-		return "", &Error{Reason: ReasonInvalidImageName, Message: msg}
+		return "", &Error{Reason: ReasonInvalidImageName, Message: msg, RetryAfter: BackoffInitial}
 	}
-	spec := &runtimeapi.ImageSpec{Image: image}
+	spec := &runtimeapi.ImageSpec{Image: image, Annotations: pod.Annotations}
 	ref := ""
 	if c.ImagePullPolicy != v1.PullAlways {
-		st, err := p.svc.ImageStatus(ctx, spec, false)
+		st, err := p.svc.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
 		if err != nil {
 			msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
 			p.event(pod, c, v1.EventTypeWarning, "InspectFailed", msg)
-			return "", &Error{Reason: ReasonErrImagePull, Message: msg}
+			return "", &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: BackoffInitial}
 		}
 		if st.GetImage() != nil {
 			ref = st.GetImage().GetId()
@@ -91,35 +151,162 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	if c.ImagePullPolicy == v1.PullNever {
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
 		p.event(pod, c, v1.EventTypeWarning, ReasonErrImageNeverPull, msg)
-		return "", &Error{Reason: ReasonErrImageNeverPull, Message: msg}
+		return "", &Error{Reason: ReasonErrImageNeverPull, Message: msg, RetryAfter: BackoffInitial}
 	}
 
 	key := string(pod.UID) + "_" + image
-	if p.backoff.IsInBackOffSinceUpdate(key, p.clock.Now()) {
+	now := p.clock.Now()
+	if p.backoff.IsInBackOffSinceUpdate(key, now) {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		p.event(pod, c, v1.EventTypeNormal, "BackOff", msg)
-		return "", &Error{Reason: ReasonImagePullBackOff, Message: msg}
+		left := BackoffInitial
+		p.mu.Lock()
+		if f, ok := p.failures[key]; ok {
+			// As upstream: the message carries the error of the last pull.
+			msg = fmt.Sprintf("%s: %s: %s", msg, ReasonErrImagePull, f.msg)
+			left = p.backoff.Get(key) - now.Sub(f.at)
+		}
+		p.mu.Unlock()
+		return "", &Error{Reason: ReasonImagePullBackOff, Message: msg, RetryAfter: max(left, 100*time.Millisecond)}
 	}
+
+	creds, missing, err := p.podCredentials(ctx, pod, image)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to read the image pull secrets of the pod: %v", err)
+		p.event(pod, c, v1.EventTypeWarning, "Failed", msg)
+		return "", &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: BackoffInitial}
+	}
+	if len(missing) > 0 {
+		klog.FromContext(ctx).Info("Unable to retrieve pull secret, the image pull may not succeed", "pod", klog.KObj(pod), "secrets", missing)
+	}
+
 	p.event(pod, c, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
 	start := p.clock.Now()
-	if p.serial {
-		p.serialize.Lock()
+	f, err := p.pull(ctx, spec, creds, sandbox)
+	if err == nil {
+		err = f.err
 	}
-	pulled := p.clock.Now()
-	ref, err = p.svc.PullImage(ctx, spec, nil, sandbox)
-	if p.serial {
-		p.serialize.Unlock()
+	if err != nil && ctx.Err() != nil {
+		// The pod's sync was cancelled (the pod is going away): no back-off.
+		return "", &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Pulling image %q cancelled: %v", c.Image, ctx.Err()), RetryAfter: BackoffInitial}
 	}
 	if err != nil {
-		p.backoff.Next(key, p.clock.Now())
+		failedAt := p.clock.Now()
+		p.backoff.Next(key, failedAt)
+		p.mu.Lock()
+		p.failures[key] = failure{at: failedAt, msg: err.Error()}
+		p.mu.Unlock()
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
 		p.event(pod, c, v1.EventTypeWarning, "Failed", msg)
-		return "", &Error{Reason: ReasonErrImagePull, Message: msg}
+		if len(missing) > 0 && p.recorder != nil {
+			p.recorder.Eventf(pod, v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
+				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", "))
+		}
+		return "", &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: min(ReportBackOffAfter, p.backoff.Get(key))}
 	}
 	p.backoff.Reset(key)
-	p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting)",
-		c.Image, p.clock.Since(pulled).Round(time.Millisecond), p.clock.Since(start).Round(time.Millisecond)))
-	return ref, nil
+	p.mu.Lock()
+	delete(p.failures, key)
+	p.mu.Unlock()
+	waited := p.clock.Since(start)
+	secret := ""
+	if f.credential != nil {
+		secret = f.credential.Secret
+	}
+	klog.FromContext(ctx).V(2).Info("Pulled image", "pod", klog.KObj(pod), "container", c.Name, "image", image,
+		"pullTime", f.duration, "withWaiting", waited, "pullSecret", secret)
+	p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
+		c.Image, f.duration.Round(time.Millisecond), waited.Round(time.Millisecond), f.size))
+	return f.ref, nil
+}
+
+// pull joins the pull of spec with creds in flight, or starts it, and waits
+// for it. A waiter that gives up (its context ends) leaves the pull to the
+// others; the last one to leave cancels it.
+func (p *Puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []Credential, sandbox *runtimeapi.PodSandboxConfig) (*flight, error) {
+	fk := spec.Image + "\x00" + credentialsKey(creds)
+	p.mu.Lock()
+	f, ok := p.inflight[fk]
+	if !ok {
+		// The pull outlives the pod that started it while others wait.
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		f = &flight{done: make(chan struct{}), cancel: cancel}
+		p.inflight[fk] = f
+		go p.run(fctx, fk, f, spec, creds, sandbox)
+	}
+	f.waiters++
+	p.mu.Unlock()
+
+	select {
+	case <-f.done:
+		return f, nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		f.waiters--
+		if f.waiters == 0 {
+			f.cancel()
+			if p.inflight[fk] == f {
+				delete(p.inflight, fk)
+			}
+		}
+		p.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+func (p *Puller) run(ctx context.Context, fk string, f *flight, spec *runtimeapi.ImageSpec, creds []Credential, sandbox *runtimeapi.PodSandboxConfig) {
+	defer func() {
+		f.cancel()
+		p.mu.Lock()
+		if p.inflight[fk] == f {
+			delete(p.inflight, fk)
+		}
+		p.mu.Unlock()
+		close(f.done)
+	}()
+	if p.tokens != nil {
+		select {
+		case p.tokens <- struct{}{}:
+			defer func() { <-p.tokens }()
+		case <-ctx.Done():
+			f.err = ctx.Err()
+			return
+		}
+	}
+	start := p.clock.Now()
+	f.ref, f.credential, f.err = p.pullWithCredentials(ctx, spec, creds, sandbox)
+	f.duration = p.clock.Since(start)
+	if f.err == nil {
+		// The size for the Pulled event, best effort, as upstream.
+		if st, err := p.svc.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: spec.Image}, false); err == nil && st.GetImage() != nil {
+			f.size = st.GetImage().GetSize()
+		}
+	}
+}
+
+// pullWithCredentials pulls anonymously when there are no credentials, else
+// tries each in turn until one works; as upstream, it does not fall back to
+// an anonymous pull when every credential failed.
+func (p *Puller) pullWithCredentials(ctx context.Context, spec *runtimeapi.ImageSpec, creds []Credential, sandbox *runtimeapi.PodSandboxConfig) (string, *Credential, error) {
+	if len(creds) == 0 {
+		ref, err := p.svc.PullImage(ctx, spec, nil, sandbox)
+		return ref, nil, err
+	}
+	var errs []error
+	for i := range creds {
+		ref, err := p.svc.PullImage(ctx, spec, creds[i].Auth, sandbox)
+		if err == nil {
+			return ref, &creds[i], nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return "", nil, errs[0]
+	}
+	return "", nil, utilerrors.NewAggregate(errs)
 }
 
 // Forget drops the back-off state of a pod that is gone.
@@ -127,7 +314,11 @@ func (p *Puller) Forget(pod *v1.Pod) {
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {
 			if image, err := NormalizeImage(c.Image); err == nil {
-				p.backoff.DeleteEntry(string(pod.UID) + "_" + image)
+				key := string(pod.UID) + "_" + image
+				p.backoff.DeleteEntry(key)
+				p.mu.Lock()
+				delete(p.failures, key)
+				p.mu.Unlock()
 			}
 		}
 	}

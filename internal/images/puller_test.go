@@ -3,12 +3,18 @@ package images
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 func TestEnsureImage(t *testing.T) {
@@ -38,7 +44,7 @@ func TestEnsureImage(t *testing.T) {
 			if tt.pullErr != nil {
 				svc.InjectError("PullImage", tt.pullErr)
 			}
-			p := NewPuller(svc, nil, testingclock.NewFakeClock(time.Now()), true)
+			p := NewPuller(svc, nil, testingclock.NewFakeClock(time.Now()), Options{Serialize: true})
 			pod := &v1.Pod{}
 			pod.UID = "u"
 			c := &v1.Container{Name: "c", Image: tt.image, ImagePullPolicy: tt.policy}
@@ -66,7 +72,7 @@ func TestEnsureImage(t *testing.T) {
 func TestPullBackOff(t *testing.T) {
 	svc := critest.NewFakeImageService()
 	clk := testingclock.NewFakeClock(time.Now())
-	p := NewPuller(svc, nil, clk, false)
+	p := NewPuller(svc, nil, clk, Options{})
 	pod := &v1.Pod{}
 	pod.UID = "u"
 	c := &v1.Container{Name: "c", Image: "missing:1", ImagePullPolicy: v1.PullIfNotPresent}
@@ -110,5 +116,181 @@ func TestNormalizeImage(t *testing.T) {
 		if got, err := NormalizeImage(in); err != nil || got != want {
 			t.Errorf("NormalizeImage(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// The status a pod shows over time when its image cannot be pulled:
+// ErrImagePull right after each failed pull, ImagePullBackOff (with the
+// pull's error) on the syncs in between, and the sync asked for when each
+// changes.
+func TestPullErrorThenBackOffSequence(t *testing.T) {
+	svc := critest.NewFakeImageService()
+	clk := testingclock.NewFakeClock(time.Now())
+	p := NewPuller(svc, nil, clk, Options{})
+	pod := &v1.Pod{}
+	pod.UID = "u"
+	c := &v1.Container{Name: "c", Image: "private.example/app:1", ImagePullPolicy: v1.PullAlways}
+	steps := []struct {
+		advance    time.Duration // before the sync
+		fail       bool          // the pull, if one happens, fails
+		wantReason string
+		wantRetry  time.Duration
+		wantPulls  int // PullImage calls so far
+	}{
+		{0, true, ReasonErrImagePull, ReportBackOffAfter, 1},
+		{ReportBackOffAfter, false, ReasonImagePullBackOff, BackoffInitial - ReportBackOffAfter, 1},
+		{3 * time.Second, false, ReasonImagePullBackOff, BackoffInitial - ReportBackOffAfter - 3*time.Second, 1},
+		{BackoffInitial - ReportBackOffAfter - 3*time.Second, true, ReasonErrImagePull, ReportBackOffAfter, 2},
+		{ReportBackOffAfter, false, ReasonImagePullBackOff, 2*BackoffInitial - ReportBackOffAfter, 2},
+		{2*BackoffInitial - ReportBackOffAfter, false, "", 0, 3},
+	}
+	for i, st := range steps {
+		clk.Step(st.advance)
+		if st.fail {
+			svc.InjectError("PullImage", errors.New("401 Unauthorized"))
+		}
+		_, err := p.EnsureImage(context.Background(), pod, c, nil)
+		reason, retry, msg := "", time.Duration(0), ""
+		var ie *Error
+		if errors.As(err, &ie) {
+			reason, retry, msg = ie.Reason, ie.RetryAfter, ie.Message
+		}
+		pulls := 0
+		for _, call := range svc.Called {
+			if call == "PullImage" {
+				pulls++
+			}
+		}
+		if reason != st.wantReason || retry != st.wantRetry || pulls != st.wantPulls {
+			t.Fatalf("step %d: reason %q retry %v pulls %d; want %q %v %d", i, reason, retry, pulls, st.wantReason, st.wantRetry, st.wantPulls)
+		}
+		if reason == ReasonImagePullBackOff && !strings.Contains(msg, "ErrImagePull: 401 Unauthorized") {
+			t.Errorf("step %d: back-off message %q lacks the pull's error", i, msg)
+		}
+	}
+}
+
+func TestParallelPulls(t *testing.T) {
+	const images = 5
+	tests := []struct {
+		name      string
+		opts      Options
+		wantLimit int
+	}{
+		{"serializeImagePulls", Options{Serialize: true}, 1},
+		{"maxParallelImagePulls 2", Options{MaxParallel: ptr.To[int32](2)}, 2},
+		{"maxParallelImagePulls 1", Options{MaxParallel: ptr.To[int32](1)}, 1},
+		{"unlimited", Options{}, images},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := &fakeImages{present: map[string]bool{}, gate: make(chan struct{}), started: make(chan string, images)}
+			p := NewPuller(svc, nil, testingclock.NewFakeClock(time.Now()), tt.opts)
+			errs := make(chan error, images)
+			for i := 0; i < images; i++ {
+				pod := &v1.Pod{}
+				pod.UID = types.UID(fmt.Sprint("pod-", i))
+				c := &v1.Container{Name: "c", Image: fmt.Sprintf("registry.example/app:%d", i), ImagePullPolicy: v1.PullIfNotPresent}
+				go func() {
+					_, err := p.EnsureImage(context.Background(), pod, c, nil)
+					errs <- err
+				}()
+			}
+			// As many pulls start as the limit allows, and no more.
+			for i := 0; i < tt.wantLimit; i++ {
+				select {
+				case <-svc.started:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("only %d pulls started, want %d", i, tt.wantLimit)
+				}
+			}
+			select {
+			case img := <-svc.started:
+				t.Fatalf("pull of %s started beyond the limit of %d", img, tt.wantLimit)
+			case <-time.After(100 * time.Millisecond):
+			}
+			close(svc.gate)
+			for i := 0; i < images; i++ {
+				if err := <-errs; err != nil {
+					t.Errorf("pull: %v", err)
+				}
+			}
+			if svc.calls != images || svc.maxInflight != tt.wantLimit {
+				t.Errorf("%d pulls, %d at most at once; want %d, %d", svc.calls, svc.maxInflight, images, tt.wantLimit)
+			}
+		})
+	}
+}
+
+// Pods wanting the same image with the same credentials share one pull;
+// other credentials pull on their own.
+func TestSameImagePulledOnce(t *testing.T) {
+	secrets := fakeSecrets{"ns/s": dockerConfigJSON("ns", "s", map[string]string{"registry.example": "u:p"})}
+	svc := &fakeImages{present: map[string]bool{}, gate: make(chan struct{}), started: make(chan string, 10)}
+	rec := record.NewFakeRecorder(100)
+	p := NewPuller(svc, rec, testingclock.NewFakeClock(time.Now()), Options{Secrets: secrets})
+	type result struct {
+		ref string
+		err error
+	}
+	results := make(chan result, 4)
+	ensure := func(ctx context.Context, uid string, secret string) {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: types.UID(uid)}}
+		if secret != "" {
+			pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: secret}}
+		}
+		c := &v1.Container{Name: "c", Image: "registry.example/app:1", ImagePullPolicy: v1.PullAlways}
+		ref, err := p.EnsureImage(ctx, pod, c, nil)
+		results <- result{ref, err}
+	}
+	waiters := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			p.mu.Lock()
+			got := 0
+			for _, f := range p.inflight {
+				got += f.waiters
+			}
+			p.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d waiters, want %d", got, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// The first pod's sync is cancelled while the others wait: the pull
+	// goes on for them.
+	ctx, cancel := context.WithCancel(context.Background())
+	go ensure(ctx, "a", "")
+	<-svc.started
+	go ensure(context.Background(), "b", "")
+	go ensure(context.Background(), "c", "")
+	go ensure(context.Background(), "d", "s") // with credentials: its own pull
+	<-svc.started
+	waiters(4)
+	cancel()
+	if r := <-results; !errors.Is(r.err, context.Canceled) && !strings.Contains(fmt.Sprint(r.err), "cancelled") {
+		t.Fatalf("cancelled waiter: %v", r.err)
+	}
+	waiters(3)
+	close(svc.gate)
+	for i := 0; i < 3; i++ {
+		if r := <-results; r.err != nil || r.ref != "id-registry.example/app:1" {
+			t.Errorf("result %+v", r)
+		}
+	}
+	if svc.calls != 2 {
+		t.Errorf("%d pulls, want 2 (one anonymous shared by 3 pods, one with credentials)", svc.calls)
+	}
+	if len(p.inflight) != 0 {
+		t.Errorf("%d pulls left in flight", len(p.inflight))
+	}
+	// No back-off for the cancelled pod: its next sync pulls.
+	if p.backoff.IsInBackOffSinceUpdate("a_registry.example/app:1", time.Now()) {
+		t.Error("a cancelled sync put the pull in back-off")
 	}
 }

@@ -25,6 +25,16 @@ type podActions struct {
 	InitFailed bool
 	// ContainersToStart are indexes into pod.Spec.Containers.
 	ContainersToStart []int
+	// SidecarsToStart are indexes into pod.Spec.InitContainers of sidecars
+	// (restartable init containers) to (re)start once initialization is
+	// done; they start before the app containers.
+	SidecarsToStart []int
+	// SidecarStarted: NextInitContainer is a sidecar; the following init
+	// container may start as soon as it is started.
+	SidecarStarted bool
+	// EphemeralToStart are indexes into pod.Spec.EphemeralContainers of
+	// ephemeral containers that never ran (they are never restarted).
+	EphemeralToStart []int
 	// ContainersToKill maps container IDs to why they are killed.
 	ContainersToKill map[string]killReason
 }
@@ -87,6 +97,9 @@ type ProbeResults interface {
 	// Unhealthy returns why the container must be restarted, or "", and
 	// the failed probe's terminationGracePeriodSeconds if it has one.
 	Unhealthy(containerID string) (string, *int64)
+	// Started reports whether a running container's startup probe (if it
+	// has one) has passed.
+	Started(containerID string) bool
 }
 
 // computePodActions decides what SyncPod does. It is pure: the runtime's
@@ -126,11 +139,35 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 		return a
 	}
 
-	// The sandbox is fine. Init containers first, one at a time.
-	if len(pod.Spec.InitContainers) > 0 && !initDone(pod, status, sandboxID) {
+	// Ephemeral containers start once, even during initialization.
+	for i := range pod.Spec.EphemeralContainers {
+		if status.Latest(pod.Spec.EphemeralContainers[i].Name) == nil {
+			a.EphemeralToStart = append(a.EphemeralToStart, i)
+		}
+	}
+
+	// The sandbox is fine. Init containers first, one at a time; a sidecar
+	// only has to be started (its startup probe passed) for the next one.
+	if len(pod.Spec.InitContainers) > 0 && !initDone(pod, status, sandboxID, probes) {
 		for i := range pod.Spec.InitContainers {
 			c := &pod.Spec.InitContainers[i]
 			cs := status.latestIn(c.Name, sandboxID)
+			if podspec.IsSidecar(c) {
+				switch {
+				case cs == nil || cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
+					a.NextInitContainer = c
+					a.SidecarStarted = true
+				case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+					if sidecarStarted(cs, probes) {
+						continue
+					}
+					// Wait for its startup probe.
+				default:
+					a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: "Init container is in an unknown state"}
+					a.NextInitContainer = c
+				}
+				return a
+			}
 			switch {
 			case cs == nil:
 				a.NextInitContainer = c
@@ -151,6 +188,28 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 				a.NextInitContainer = c
 			}
 			return a
+		}
+	}
+
+	// Sidecars run as long as the app containers, whatever the pod's
+	// restart policy: restarted when they exit or fail their liveness probe.
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if !podspec.IsSidecar(c) {
+			continue
+		}
+		cs := status.latestIn(c.Name, sandboxID)
+		switch {
+		case cs == nil || cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
+			a.SidecarsToStart = append(a.SidecarsToStart, i)
+		case cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
+			a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: "Container is in an unknown state"}
+			a.SidecarsToStart = append(a.SidecarsToStart, i)
+		case probes != nil:
+			if why, grace := probes.Unhealthy(cs.ID); why != "" {
+				a.ContainersToKill[cs.ID] = killReason{c.Name, why, grace}
+				a.SidecarsToStart = append(a.SidecarsToStart, i)
+			}
 		}
 	}
 
@@ -193,28 +252,50 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 	for _, c := range pod.Spec.Containers {
 		inSpec[c.Name] = true
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		inSpec[c.Name] = true
+	}
 	for _, cs := range status.Containers {
 		if cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING && !inSpec[cs.Name] {
 			a.ContainersToKill[cs.ID] = killReason{name: cs.Name, message: "Container is not in the pod spec"}
 		}
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {
-		// Nothing runs and nothing will: stop the sandbox.
+		// No app container runs or will: stop the sandbox (and the
+		// sidecars with it).
 		a.KillPod = true
+		a.SidecarsToStart = nil
 	}
 	return a
 }
 
-// initDone reports whether every init container has succeeded in the
-// sandbox (assumed once app containers exist there).
-func initDone(pod *v1.Pod, status *PodStatus, sandboxID string) bool {
+// sidecarStarted reports whether a running sidecar counts as started: no
+// startup probe, or it passed.
+func sidecarStarted(cs *ContainerStatus, probes ProbeResults) bool {
+	if probes == nil {
+		return true
+	}
+	return probes.Started(cs.ID)
+}
+
+// initDone reports whether initialization is over in the sandbox: every
+// regular init container succeeded and every sidecar is started (assumed
+// once app containers exist there).
+func initDone(pod *v1.Pod, status *PodStatus, sandboxID string, probes ProbeResults) bool {
 	for _, c := range pod.Spec.Containers {
 		if status.latestIn(c.Name, sandboxID) != nil {
 			return true
 		}
 	}
-	for _, c := range pod.Spec.InitContainers {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
 		cs := status.latestIn(c.Name, sandboxID)
+		if podspec.IsSidecar(c) {
+			if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING || !sidecarStarted(cs, probes) {
+				return false
+			}
+			continue
+		}
 		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED || cs.ExitCode != 0 {
 			return false
 		}

@@ -228,6 +228,74 @@ func TestComputePodActions(t *testing.T) {
 type unhealthy map[string]string
 
 func (u unhealthy) Unhealthy(id string) (string, *int64) { return u[id], nil }
+func (u unhealthy) Started(id string) bool               { return u[id] != "not-started" }
+
+// sidecarPod has init containers i1 (regular), sc (a sidecar), i2
+// (regular) and app container a.
+func sidecarPod(policy v1.RestartPolicy) *v1.Pod {
+	p := testPod(policy, []string{"i1", "sc", "i2"}, "a")
+	always := v1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers[1].RestartPolicy = &always
+	return p
+}
+
+func TestComputePodActionsSidecars(t *testing.T) {
+	ready := []*runtimeapi.PodSandboxStatus{readySandbox("s1", 0)}
+	always, never := sidecarPod(v1.RestartPolicyAlways), sidecarPod(v1.RestartPolicyNever)
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		status   *PodStatus
+		probes   ProbeResults
+		next     string
+		sidecar  bool
+		start    []int
+		sidecars []int
+		kill     []string
+		killPod  bool
+	}{
+		{name: "after i1 the sidecar starts", pod: always,
+			status: podStatus(ready, cs(always, "i1", exited, 0)), next: "sc", sidecar: true},
+		{name: "a running sidecar lets i2 start", pod: always,
+			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", running, 0)), next: "i2"},
+		{name: "a sidecar whose startup probe has not passed holds i2 back", pod: always,
+			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", running, 0)),
+			probes: unhealthy{"sc-id": "not-started"}},
+		{name: "a sidecar that exits during init is restarted", pod: always,
+			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", exited, 1)), next: "sc", sidecar: true},
+		{name: "init done: the app starts, the sidecar keeps running", pod: always,
+			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", running, 0), cs(always, "i2", exited, 0)),
+			start:  []int{0}},
+		{name: "a sidecar that exits later is restarted even with restartPolicy Never", pod: never,
+			status:   podStatus(ready, cs(never, "i1", exited, 0), cs(never, "sc", exited, 0), cs(never, "i2", exited, 0), cs(never, "a", running, 0)),
+			sidecars: []int{1}},
+		{name: "a sidecar failing liveness is restarted", pod: always,
+			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", running, 0), cs(always, "i2", exited, 0), cs(always, "a", running, 0)),
+			probes: unhealthy{"sc-id": "failed liveness"}, sidecars: []int{1}, kill: []string{"sc-id"}},
+		{name: "app done under Never: the pod (and its sidecar) stop", pod: never,
+			status:  podStatus(ready, cs(never, "i1", exited, 0), cs(never, "sc", running, 0), cs(never, "i2", exited, 0), cs(never, "a", exited, 0)),
+			killPod: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := computePodActions(tt.pod, tt.status, tt.probes)
+			next := ""
+			if got.NextInitContainer != nil {
+				next = got.NextInitContainer.Name
+			}
+			var kills []string
+			for id := range got.ContainersToKill {
+				kills = append(kills, id)
+			}
+			if next != tt.next || got.SidecarStarted != tt.sidecar || !equalInts(got.ContainersToStart, tt.start) ||
+				!equalInts(got.SidecarsToStart, tt.sidecars) || got.KillPod != tt.killPod || len(kills) != len(tt.kill) ||
+				(len(kills) == 1 && kills[0] != tt.kill[0]) {
+				t.Errorf("got next=%q sidecar=%v start=%v sidecars=%v kill=%v killPod=%v", next, got.SidecarStarted,
+					got.ContainersToStart, got.SidecarsToStart, kills, got.KillPod)
+			}
+		})
+	}
+}
 
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {

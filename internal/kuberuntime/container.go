@@ -1,6 +1,7 @@
 package kuberuntime
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/cm"
 )
 
 // containerEnv is what the container's environment and the pod's facts
@@ -19,11 +22,15 @@ type podFacts struct {
 	HostIPs []string
 }
 
-func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
 	facts podFacts, volumePaths map[string]string) (*runtimeapi.ContainerConfig, error) {
-	envs, err := containerEnvs(pod, c, facts)
+	envs, invalid, err := m.buildEnv(ctx, pod, c, facts)
 	if err != nil {
 		return nil, err
+	}
+	if len(invalid) > 0 {
+		m.event(pod, c, v1.EventTypeWarning, "InvalidEnvironmentVariableNames",
+			fmt.Sprintf("Keys [%s] from the EnvFrom configMap or secret were skipped since they are invalid environment variable names.", strings.Join(invalid, ", ")))
 	}
 	lookup := func(name string) (string, bool) {
 		for i := len(envs) - 1; i >= 0; i-- {
@@ -45,6 +52,19 @@ func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int
 	if err != nil {
 		return nil, err
 	}
+	if !mountedAt(mounts, "/etc/hosts") {
+		hosts, err := m.etcHostsMount(pod, facts.PodIPs)
+		if err != nil {
+			return nil, err
+		}
+		if hosts != nil {
+			mounts = append(mounts, hosts)
+		}
+	}
+	sc, err := m.containerSecurityContext(pod, c)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -60,38 +80,11 @@ func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       containerResources(c),
-			SecurityContext: containerSecurityContext(pod, c),
+			Resources:       m.containerResources(pod, c),
+			SecurityContext: sc,
 		},
 	}
 	return cfg, nil
-}
-
-func containerEnvs(pod *v1.Pod, c *v1.Container, facts podFacts) ([]*runtimeapi.KeyValue, error) {
-	var envs []*runtimeapi.KeyValue
-	defined := map[string]string{}
-	lookup := func(name string) (string, bool) { v, ok := defined[name]; return v, ok }
-	for _, e := range c.Env {
-		value := e.Value
-		switch {
-		case e.ValueFrom == nil:
-			value = expand(value, lookup)
-		case e.ValueFrom.FieldRef != nil:
-			v, err := fieldValue(pod, e.ValueFrom.FieldRef.FieldPath, facts)
-			if err != nil {
-				return nil, fmt.Errorf("env %q: %w", e.Name, err)
-			}
-			value = v
-		default:
-			return nil, fmt.Errorf("env %q: only value and valueFrom.fieldRef are supported yet", e.Name)
-		}
-		defined[e.Name] = value
-		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(value)})
-	}
-	if len(c.EnvFrom) > 0 {
-		return nil, fmt.Errorf("envFrom is not supported yet")
-	}
-	return envs, nil
 }
 
 // fieldValue resolves a downward API field path for env.
@@ -252,34 +245,28 @@ func propagation(p *v1.MountPropagationMode) runtimeapi.MountPropagation {
 	}
 }
 
-// Resource translation constants, as upstream (cgroup v1 shares).
-const (
-	minShares     = 2
-	sharesPerCPU  = 1024
-	milliCPUToCPU = 1000
-	quotaPeriod   = 100000 // µs
-	minQuota      = 1000   // µs
-)
-
-func containerResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
-	r := &runtimeapi.LinuxContainerResources{}
-	shares := int64(minShares)
-	if req, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
-		shares = max(req.MilliValue()*sharesPerCPU/milliCPUToCPU, minShares)
-	}
-	r.CpuShares = shares
-	if lim, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		r.CpuPeriod = quotaPeriod
-		r.CpuQuota = max(lim.MilliValue()*quotaPeriod/milliCPUToCPU, minQuota)
-	}
-	if lim, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
-		r.MemoryLimitInBytes = lim.Value()
-	}
-	return r
+// containerResources is the container's CRI linux resources (cpu shares,
+// CFS quota and period, memory and hugepage limits, oom_score_adj), as
+// upstream computes them: see cm.ContainerResources.
+func (m *Manager) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
+	return cm.ContainerResources(pod, c, m.cfg.Resources)
 }
 
-func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container) (*runtimeapi.LinuxContainerSecurityContext, error) {
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	seccomp, err := m.seccompProfile(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	sc.Seccomp = seccomp
+	if err := checkAppArmor(pod, c); err != nil {
+		return nil, err
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil && psc.SupplementalGroupsPolicy != nil &&
+		*psc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
+		// containerd 1.6 cannot honour it; refused rather than ignored.
+		return nil, fmt.Errorf("supplementalGroupsPolicy Strict is not supported by the container runtime")
+	}
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if psc.RunAsUser != nil {
 			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
@@ -294,7 +281,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 	}
 	csc := c.SecurityContext
 	if csc == nil {
-		return sc
+		return sc, nil
 	}
 	if csc.RunAsUser != nil {
 		sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
@@ -320,5 +307,8 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(c))
 		}
 	}
-	return sc
+	if csc.ProcMount != nil && *csc.ProcMount == v1.UnmaskedProcMount {
+		sc.MaskedPaths, sc.ReadonlyPaths = []string{}, []string{}
+	}
+	return sc, nil
 }

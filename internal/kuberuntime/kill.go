@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"sort"
 	"sync"
 	"time"
 
@@ -35,31 +37,62 @@ func gracePeriod(pod *v1.Pod, running *RunningPod, override *int64) int64 {
 	return max(g, minGracePeriod)
 }
 
-// KillPod stops every running container of the pod in parallel, each with
-// the grace period, then its sandboxes. pod may be nil for a pod nodelet
-// only knows from the runtime.
+// KillPod stops the pod's running containers, each within the grace
+// period: the app containers (and any the spec does not name) in parallel
+// first, then the sidecars one by one in reverse order with what is left
+// of the grace period, as upstream; then its sandboxes. pod may be nil for a
+// pod nodelet only knows from the runtime.
 func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *RunningPod, override *int64) error {
 	grace := gracePeriod(pod, running, override)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(running.Containers))
+	deadline := m.clock.Now().Add(time.Duration(grace) * time.Second)
+	sidecarOrder := map[string]int{}
+	if pod != nil {
+		for i := range pod.Spec.InitContainers {
+			if podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
+				sidecarOrder[pod.Spec.InitContainers[i].Name] = i
+			}
+		}
+	}
+	var apps, sidecars []*runtimeapi.Container
 	for _, c := range running.Containers {
 		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
+		if _, ok := sidecarOrder[c.GetMetadata().GetName()]; ok {
+			sidecars = append(sidecars, c)
+		} else {
+			apps = append(apps, c)
+		}
+	}
+	sort.Slice(sidecars, func(i, j int) bool {
+		return sidecarOrder[sidecars[i].GetMetadata().GetName()] > sidecarOrder[sidecars[j].GetMetadata().GetName()]
+	})
+	kill := func(c *runtimeapi.Container, grace int64) error {
 		name := c.GetMetadata().GetName()
 		var spec *v1.Container
 		if pod != nil {
 			spec = specContainer(pod, name)
 		}
+		return m.killContainer(ctx, pod, spec, c.Id, name, running.PodIP, "Stopping container "+name, &grace)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(apps)+len(sidecars))
+	for _, c := range apps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := m.killContainer(ctx, pod, spec, c.Id, name, running.PodIP, "Stopping container "+name, &grace); err != nil {
+			if err := kill(c, grace); err != nil {
 				errs <- err
 			}
 		}()
 	}
 	wg.Wait()
+	for _, c := range sidecars {
+		left := int64(math.Ceil(deadline.Sub(m.clock.Now()).Seconds()))
+		if err := kill(c, max(left, 1)); err != nil {
+			errs <- err
+		}
+	}
 	close(errs)
 	var all []error
 	for err := range errs {

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/internal/cm"
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	Clock    clock.Clock
 	// PodLogsDir is podLogsDir: /var/log/pods by default.
 	PodLogsDir string
+	// RootDir is the root dir (<root-dir>/seccomp holds Localhost seccomp
+	// profiles).
+	RootDir string
 	// PodsDir is <root-dir>/pods: per-pod directories (termination message
 	// files, emptyDir volumes).
 	PodsDir string
@@ -54,6 +58,22 @@ type Config struct {
 	DNS DNSConfig
 	// RuntimeRequestTimeout bounds each non-streaming CRI call.
 	RuntimeRequestTimeout time.Duration
+	// Resources are the node facts and settings of containers' CRI linux
+	// resources (memory capacity, CFS period, hugepage sizes, cgroup v2).
+	Resources cm.ResourceOptions
+	// PodCgroups creates a pod's cgroup before its sandbox and names it
+	// (the sandbox's CgroupParent); nil leaves it to the runtime.
+	PodCgroups PodCgroups
+	// Objects gives ConfigMaps and Secrets for env; nil in standalone mode.
+	Objects ObjectGetter
+	// ServiceEnv gives the service variables; nil means none.
+	ServiceEnv ServiceEnv
+	// RuntimeHandlers maps RuntimeClass names to CRI handlers; nil refuses
+	// pods with a runtimeClassName.
+	RuntimeHandlers RuntimeHandlers
+	// NodeAllocatable stands in for limits that are not set in
+	// resourceFieldRef; nil means none.
+	NodeAllocatable func() v1.ResourceList
 }
 
 // Manager talks to the container runtime on behalf of the pod workers.
@@ -90,6 +110,12 @@ func NewManager(cfg Config) *Manager {
 
 		backoffReported: map[string]bool{},
 	}
+}
+
+// SetEnvSources sets where env's ConfigMaps, Secrets and service variables
+// and RuntimeClasses come from (cluster mode). Call before the first sync.
+func (m *Manager) SetEnvSources(objects ObjectGetter, services ServiceEnv, handlers RuntimeHandlers) {
+	m.cfg.Objects, m.cfg.ServiceEnv, m.cfg.RuntimeHandlers = objects, services, handlers
 }
 
 // Runtime returns the CRI runtime service.

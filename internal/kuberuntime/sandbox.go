@@ -19,6 +19,13 @@ type DNSConfig struct {
 	ClusterDomain string
 }
 
+// PodCgroups creates the pod-level cgroup (internal/cm).
+type PodCgroups interface {
+	// EnsurePod creates the pod's cgroup with its pod-level limits and
+	// returns its name for the runtime (the sandbox's CgroupParent).
+	EnsurePod(pod *v1.Pod) (string, error)
+}
+
 func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	dns, err := podDNS(pod, m.cfg.DNS)
 	if err != nil {
@@ -42,8 +49,26 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 			},
 		},
 	}
+	if m.cfg.PodCgroups != nil {
+		parent, err := m.cfg.PodCgroups.EnsurePod(pod)
+		if err != nil {
+			return nil, fmt.Errorf("failed to ensure that the pod %s/%s cgroups exist and are correctly applied: %w", pod.Namespace, pod.Name, err)
+		}
+		cfg.Linux.CgroupParent = parent
+	}
 	if !pod.Spec.HostNetwork {
-		cfg.Hostname = podHostname(pod)
+		host, _, err := hostnameAndDomain(pod, m.cfg.DNS.ClusterDomain)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Hostname = host
+	}
+	var podSeccomp *v1.SeccompProfile
+	if pod.Spec.SecurityContext != nil {
+		podSeccomp = pod.Spec.SecurityContext.SeccompProfile
+	}
+	if cfg.Linux.SecurityContext.Seccomp, err = m.toSeccomp(podSeccomp); err != nil {
+		return nil, err
 	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		if len(sc.Sysctls) > 0 {

@@ -119,7 +119,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 			return res, err
 		}
 		logger.V(2).Info("Creating pod sandbox", "pod", klog.KObj(pod), "attempt", a.Attempt)
-		id, err := m.rt.RunPodSandbox(ctx, sandboxCfg, "")
+		handler, err := m.runtimeHandler(ctx, pod)
+		var id string
+		if err == nil {
+			id, err = m.rt.RunPodSandbox(ctx, sandboxCfg, handler)
+		}
 		if err != nil {
 			m.event(pod, nil, v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox: %v", err))
 			for _, i := range a.ContainersToStart {
@@ -145,6 +149,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 	for _, i := range a.ContainersToStart {
 		starting[pod.Spec.Containers[i].Name] = true
 	}
+	for _, i := range a.SidecarsToStart {
+		starting[pod.Spec.InitContainers[i].Name] = true
+	}
 	m.prune(ctx, pod, status, starting)
 
 	facts := podFacts{PodIPs: podIPs, HostIPs: env.HostIPs}
@@ -160,13 +167,23 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 		}
 		return true
 	}
+	for _, i := range a.EphemeralToStart {
+		start(EphemeralContainer(pod, i))
+	}
 	if c := a.NextInitContainer; c != nil {
-		start(c)
+		if start(c) && a.SidecarStarted {
+			// The next init container may start as soon as this sidecar
+			// runs: look again shortly rather than at the next relist.
+			res.requeue(sidecarRecheck)
+		}
 		// App containers wait for the init containers.
 		for _, ac := range pod.Spec.Containers {
 			res.wait(ac.Name, ReasonPodInitializing, "")
 		}
 	} else {
+		for _, i := range a.SidecarsToStart {
+			start(&pod.Spec.InitContainers[i])
+		}
 		for _, i := range a.ContainersToStart {
 			start(&pod.Spec.Containers[i])
 		}
@@ -197,7 +214,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	if err != nil {
 		var ie *images.Error
 		if errors.As(err, &ie) {
-			return &Waiting{Reason: ie.Reason, Message: ie.Message}, images.BackoffInitial, err
+			return &Waiting{Reason: ie.Reason, Message: ie.Message}, ie.RetryAfter, err
 		}
 		return &Waiting{Reason: images.ReasonErrImagePull, Message: err.Error()}, images.BackoffInitial, err
 	}
@@ -208,10 +225,24 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	} else {
 		restartCount = restartCountFromLogs(PodLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, pod.UID), c.Name)
 	}
-	cfg, err := m.containerConfig(pod, c, restartCount, imageRef, facts, volumePaths)
+	if err := m.verifyRunAsNonRoot(ctx, pod, c, imageRef); err != nil {
+		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		return &Waiting{Reason: ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
+	}
+	cfg, err := m.containerConfig(ctx, pod, c, restartCount, imageRef, facts, volumePaths)
 	if err != nil {
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &Waiting{Reason: ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
+	}
+	if target := ephemeralTarget(pod, c); target != "" {
+		// Debug containers join the target's process namespace.
+		t := status.Latest(target)
+		if t == nil || t.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			msg := fmt.Sprintf("target container %q is not running", target)
+			return &Waiting{Reason: ReasonCreateContainerConfigError, Message: msg}, 10 * time.Second, errors.New(msg)
+		}
+		ns := cfg.Linux.SecurityContext.NamespaceOptions
+		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, t.ID
 	}
 	if err := os.MkdirAll(filepath.Join(sandboxCfg.LogDirectory, c.Name), 0o755); err != nil {
 		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, time.Second, err
@@ -338,7 +369,28 @@ func specContainer(pod *v1.Pod, name string) *v1.Container {
 			}
 		}
 	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return EphemeralContainer(pod, i)
+		}
+	}
 	return nil
+}
+
+// EphemeralContainer is the i-th ephemeral container as a Container.
+func EphemeralContainer(pod *v1.Pod, i int) *v1.Container {
+	return (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+}
+
+// ephemeralTarget is the container whose process namespace an ephemeral
+// container c joins, if any.
+func ephemeralTarget(pod *v1.Pod, c *v1.Container) string {
+	for i := range pod.Spec.EphemeralContainers {
+		if e := &pod.Spec.EphemeralContainers[i]; e.Name == c.Name {
+			return e.TargetContainerName
+		}
+	}
+	return ""
 }
 
 func (m *Manager) event(pod *v1.Pod, c *v1.Container, typ, reason, msg string) {
@@ -347,6 +399,10 @@ func (m *Manager) event(pod *v1.Pod, c *v1.Container, typ, reason, msg string) {
 	}
 	m.cfg.Recorder.Event(podspec.ContainerRef(pod, c), typ, reason, msg)
 }
+
+// sidecarRecheck is how soon a pod is synced again after a sidecar started
+// during initialization.
+const sidecarRecheck = 100 * time.Millisecond
 
 // containerType is the container_type label upstream's metrics use.
 func containerType(pod *v1.Pod, name string) string {

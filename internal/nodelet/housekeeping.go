@@ -63,6 +63,10 @@ func (n *Nodelet) housekeeping(ctx context.Context) {
 		}
 	}
 	n.cleanLogDirs(ctx, inRuntime)
+	n.cleanupPodCgroups(ctx, func(uid types.UID) bool {
+		_, want := n.pods.Get(uid)
+		return want || inRuntime[uid] || n.workers.Has(uid)
+	})
 	n.runtime.GCBackoff()
 }
 

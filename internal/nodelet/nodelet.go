@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/internal/cm"
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/healthz"
 	"github.com/nodelet/nodelet/internal/images"
@@ -35,6 +36,7 @@ import (
 	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/source/apiserver"
 	"github.com/nodelet/nodelet/internal/source/file"
+	"github.com/nodelet/nodelet/internal/source/services"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/volumes"
 )
@@ -70,6 +72,7 @@ type Nodelet struct {
 	pods        *podmanager.Manager
 	statuses    *status.Store
 	volumes     *volumes.Manager
+	cgroups     *cm.Manager
 
 	// Cluster mode only (nil standalone).
 	client     kubernetes.Interface
@@ -85,6 +88,9 @@ type Nodelet struct {
 
 	// ctx lives as long as Run: for goroutines that outlive one sync.
 	ctx context.Context
+
+	servicesOnce  sync.Once
+	serviceSource *services.Source
 
 	// firstSeen is when a pod was first synced, until it runs: for
 	// kubelet_pod_start_duration_seconds. UID -> time.Time.
@@ -122,7 +128,10 @@ func New(opts *config.Options) (*Nodelet, error) {
 		n.apiGetter = volumes.NewAPIGetter(n.client, n.clock, min(time.Minute, opts.Config.SyncFrequency.Duration))
 		getter = n.apiGetter
 	}
-	n.volumes = volumes.NewManager(filepath.Join(opts.RootDir, "pods"), getter)
+	// The node's allocatable (for downwardAPI resourceFieldRef limits a
+	// container does not set) and the recorder (emptyDir over its sizeLimit).
+	n.volumes = volumes.NewManager(filepath.Join(opts.RootDir, "pods"), getter,
+		volumes.Options{Allocatable: n.allocatable, Recorder: n.recorder, Clock: n.clock})
 	return n, nil
 }
 
@@ -139,6 +148,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	logger.Info("Starting nodelet", "mode", mode, "node", n.opts.NodeName, "nodeIPs", n.hostIPs, "staticPodPath", cfg.StaticPodPath,
 		"runtimeEndpoint", cfg.ContainerRuntimeEndpoint, "rootDir", n.opts.RootDir, "podLogsDir", cfg.PodLogsDir)
 	if err := os.MkdirAll(filepath.Join(n.opts.RootDir, "pods"), 0o750); err != nil {
+		return err
+	}
+	if err := n.startCgroups(ctx); err != nil {
 		return err
 	}
 	n.lastLoop.Store(n.clock.Now().UnixNano())
@@ -187,12 +199,14 @@ func (n *Nodelet) Run(ctx context.Context) error {
 		goRun(func() { n.apiSource.Run(ctx) })
 		goRun(func() { n.nodeStatus.Run(ctx) })
 		goRun(func() { n.syncer.Run(ctx) })
+		goRun(func() { n.services().Run(ctx) })
 		apiEvents, mirrorEvents = n.apiSource.Events(), n.apiSource.Mirrors()
 	} else {
 		n.sourcesSeen[sourceAPI] = true
 	}
 	n.checkSourcesReady()
 	goRun(func() { n.pleg.Run(ctx) })
+	goRun(func() { n.volumes.Run(ctx) }) // emptyDir sizeLimit measurements
 
 	housekeeping := n.clock.NewTicker(housekeepingPeriod)
 	defer housekeeping.Stop()
@@ -268,7 +282,11 @@ func (n *Nodelet) connect(ctx context.Context) (internalapi.RuntimeService, inte
 
 func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) {
 	cfg := &n.opts.Config
-	n.puller = images.NewPuller(is, n.recorder, n.clock, *cfg.SerializeImagePulls)
+	pullOpts := images.Options{Serialize: *cfg.SerializeImagePulls, MaxParallel: cfg.MaxParallelImagePulls}
+	if n.apiGetter != nil {
+		pullOpts.Secrets = n.apiGetter // imagePullSecrets, through the shared cache
+	}
+	n.puller = images.NewPuller(is, n.recorder, n.clock, pullOpts)
 	runner := &prober.Runner{Runtime: rs}
 	n.runtime = kuberuntime.NewManager(kuberuntime.Config{
 		Runtime:    rs,
@@ -284,7 +302,12 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 			ClusterDomain: cfg.ClusterDomain,
 		},
 		RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration,
+		Resources:             n.cgroups.ResourceOptions(),
+		PodCgroups:            n.cgroups,
+		NodeAllocatable:       n.allocatable,
+		RootDir:               n.opts.RootDir,
 	})
+	n.setupEnvSources()
 	n.pleg = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock})
 	n.prober = prober.New(runner, n.recorder, n.clock)
 	n.workers = podworkers.New(ctx, podworkers.Config{

@@ -43,6 +43,10 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 	if isTerminal(pod.Status.Phase) {
 		return 0, n.runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
 	}
+	exceeded, deadlineLeft := n.pastActiveDeadline(pod)
+	if exceeded {
+		return 0, n.failPastDeadline(ctx, pod, rs)
+	}
 	var res kuberuntime.SyncResult
 	paths, err := n.volumes.Setup(ctx, pod)
 	if err != nil {
@@ -67,17 +71,29 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 	}
 	n.syncProbes(pod, rs)
 	n.setStatus(pod, rs, res)
-	return res.RequeueAfter, err
+	next := res.RequeueAfter
+	if deadlineLeft > 0 && (next == 0 || deadlineLeft < next) {
+		// Synced again when the active deadline passes.
+		next = deadlineLeft
+	}
+	return next, err
 }
 
 // syncProbes gives the prober the pod's running app containers.
 func (n *Nodelet) syncProbes(pod *v1.Pod, rs *kuberuntime.PodStatus) {
 	var running []prober.Container
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	add := func(c *v1.Container) {
 		if cs := rs.Latest(c.Name); cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			running = append(running, prober.Container{Spec: c, ID: cs.ID, StartedAt: cs.StartedAt})
 		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
+			add(&pod.Spec.InitContainers[i]) // sidecars are probed like app containers
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
 	}
 	podIP := ""
 	if len(rs.IPs) > 0 {
@@ -151,6 +167,7 @@ func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberu
 	if err := n.runtime.RemovePod(ctx, kuberuntime.RunningFromStatus(rs, running)); err != nil {
 		return err
 	}
+	n.removePodCgroups(ctx, uid)
 	if err := n.volumes.Teardown(uid); err != nil {
 		return err
 	}
@@ -184,3 +201,39 @@ func podIdentity(pod *v1.Pod, running *kuberuntime.RunningPod) (uid types.UID, n
 	}
 	return running.UID, running.Name, running.Namespace
 }
+
+// pastActiveDeadline reports whether the pod has run longer than its
+// activeDeadlineSeconds (counted from its start time, as upstream), or how
+// long it has left (0 without a deadline).
+func (n *Nodelet) pastActiveDeadline(pod *v1.Pod) (bool, time.Duration) {
+	d := pod.Spec.ActiveDeadlineSeconds
+	if d == nil {
+		return false, 0
+	}
+	st, ok := n.statuses.Get(pod.UID)
+	if !ok || st.StartTime == nil {
+		return false, 0
+	}
+	left := st.StartTime.Add(time.Duration(*d) * time.Second).Sub(n.clock.Now())
+	return left <= 0, left
+}
+
+// failPastDeadline stops a pod past its active deadline and reports it
+// Failed with reason DeadlineExceeded, as upstream.
+func (n *Nodelet) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kuberuntime.PodStatus) error {
+	const msg = "Pod was active on the node longer than the specified deadline"
+	if st, _ := n.statuses.Get(pod.UID); st.Reason != reasonDeadlineExceeded {
+		n.recorder.Event(pod, v1.EventTypeNormal, reasonDeadlineExceeded, msg)
+	}
+	err := n.runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
+	if fresh, ferr := n.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); ferr == nil {
+		rs = fresh
+	}
+	n.prober.RemovePod(pod.UID)
+	st := n.setStatus(pod, rs, kuberuntime.SyncResult{})
+	st.Phase, st.Reason, st.Message = v1.PodFailed, reasonDeadlineExceeded, msg
+	n.statuses.Set(pod, st)
+	return err
+}
+
+const reasonDeadlineExceeded = "DeadlineExceeded"

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/internal/podspec"
 )
@@ -61,4 +62,16 @@ func threshold(v string, capacity resource.Quantity) (resource.Quantity, error) 
 		return *resource.NewQuantity(int64(float64(capacity.Value())*pct/100), resource.BinarySI), nil
 	}
 	return resource.ParseQuantity(v)
+}
+
+// MachineAllocatable is this machine's allocatable as the Node reports it:
+// capacity (cpu, memory, pods, ephemeral storage of rootDir, hugepages)
+// minus the reservations and hard eviction thresholds of cfg.
+func MachineAllocatable(cfg *kubeletv1beta1.KubeletConfiguration, rootDir string) v1.ResourceList {
+	capacity := readMachine(rootDir).capacity(cfg.MaxPods)
+	alloc, err := Allocatable(capacity, cfg.KubeReserved, cfg.SystemReserved, cfg.EvictionHard)
+	if err != nil {
+		return capacity
+	}
+	return alloc
 }

@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Changes is what a source update changed.
@@ -174,5 +176,5 @@ func equal(a, b *v1.Pod) bool {
 	am, bm := a.ObjectMeta, b.ObjectMeta
 	am.ResourceVersion, bm.ResourceVersion = "", ""
 	am.ManagedFields, bm.ManagedFields = nil, nil
-	return apiequality.Semantic.DeepEqual(am, bm) && apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
+	return apiequality.Semantic.DeepEqual(am, bm) && apiequality.Semantic.DeepEqual(a.Spec, b.Spec) && !podspec.GatesChanged(a, b)
 }

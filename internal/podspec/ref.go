@@ -28,3 +28,38 @@ func ContainerRef(pod *v1.Pod, c *v1.Container) *v1.ObjectReference {
 	ref.FieldPath = fmt.Sprintf("spec.containers{%s}", c.Name)
 	return ref
 }
+
+// IsSidecar reports whether c is a restartable init container (a sidecar):
+// an init container with restartPolicy Always.
+func IsSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// GateStatuses are the statuses of the pod's readiness gate conditions, in
+// gate order ("" for a condition the pod does not have).
+func GateStatuses(pod *v1.Pod) []v1.ConditionStatus {
+	out := make([]v1.ConditionStatus, len(pod.Spec.ReadinessGates))
+	for i, g := range pod.Spec.ReadinessGates {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == g.ConditionType {
+				out[i] = c.Status
+			}
+		}
+	}
+	return out
+}
+
+// GatesChanged reports whether a readiness gate's condition differs
+// between two versions of a pod: the only status change nodelet reacts to.
+func GatesChanged(a, b *v1.Pod) bool {
+	x, y := GateStatuses(a), GateStatuses(b)
+	if len(x) != len(y) {
+		return true
+	}
+	for i := range x {
+		if x[i] != y[i] {
+			return true
+		}
+	}
+	return false
+}

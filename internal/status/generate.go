@@ -69,6 +69,13 @@ func Generate(in Input) v1.PodStatus {
 
 	st.InitContainerStatuses = containerStatuses(pod.Spec.InitContainers, in, prev.InitContainerStatuses, true)
 	st.ContainerStatuses = containerStatuses(pod.Spec.Containers, in, prev.ContainerStatuses, false)
+	if n := len(pod.Spec.EphemeralContainers); n > 0 {
+		eph := make([]v1.Container, n)
+		for i := range pod.Spec.EphemeralContainers {
+			eph[i] = v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		}
+		st.EphemeralContainerStatuses = containerStatuses(eph, in, prev.EphemeralContainerStatuses, false)
+	}
 
 	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.Sync.InitFailed)
 	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
@@ -82,10 +89,31 @@ func Generate(in Input) v1.PodStatus {
 			containersReady = false
 		}
 	}
+	for i, c := range st.InitContainerStatuses {
+		// Sidecars count for readiness, as upstream.
+		if podspec.IsSidecar(&pod.Spec.InitContainers[i]) && !c.Ready {
+			containersReady = false
+		}
+	}
 	if len(st.ContainerStatuses) == 0 {
 		containersReady = false
 	}
 	sandboxOK := rs.SandboxReady() && (pod.Spec.HostNetwork || len(rs.IPs) > 0)
+	// Readiness gates: Ready also needs each gate's condition (set by
+	// others in the API) to be True, as upstream.
+	gatesOK, readyReason := true, "ContainersNotReady"
+	for _, g := range pod.Spec.ReadinessGates {
+		c := findCondition(pod.Status.Conditions, g.ConditionType)
+		if c == nil {
+			c = findCondition(prev.Conditions, g.ConditionType)
+		}
+		if c == nil || c.Status != v1.ConditionTrue {
+			gatesOK = false
+		}
+	}
+	if containersReady && !gatesOK {
+		readyReason = "ReadinessGatesNotReady"
+	}
 	conds := []struct {
 		t      v1.PodConditionType
 		ok     bool
@@ -94,7 +122,7 @@ func Generate(in Input) v1.PodStatus {
 		{v1.PodReadyToStartContainers, sandboxOK, ""},
 		{v1.PodInitialized, initialized, "ContainersNotInitialized"},
 		{v1.ContainersReady, containersReady, "ContainersNotReady"},
-		{v1.PodReady, containersReady, "ContainersNotReady"},
+		{v1.PodReady, containersReady && gatesOK, readyReason},
 		{v1.PodScheduled, true, ""},
 	}
 	if st.Phase == v1.PodSucceeded {
@@ -275,7 +303,14 @@ func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed 
 		return v1.PodFailed
 	}
 	pendingInit := 0
-	for _, s := range initStatuses {
+	for i, s := range initStatuses {
+		if i < len(pod.Spec.InitContainers) && podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
+			// A sidecar is done initializing once it runs and has started.
+			if s.State.Running == nil || s.Started == nil || !*s.Started {
+				pendingInit++
+			}
+			continue
+		}
 		switch {
 		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
 		case s.State.Terminated != nil && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
@@ -334,7 +369,13 @@ func initializedOK(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) boo
 			return true
 		}
 	}
-	for _, s := range initStatuses {
+	for i, s := range initStatuses {
+		if i < len(pod.Spec.InitContainers) && podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
+			if s.State.Running == nil || s.Started == nil || !*s.Started {
+				return false
+			}
+			continue
+		}
 		if s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
 			return false
 		}

@@ -1,8 +1,18 @@
 // Package volumes owns the host side of a pod's volumes: it prepares each
 // volume of a pod under <root-dir>/pods/<uid>/volumes before its containers
 // start and reports where each one is on the host, and it removes them when
-// the pod is gone (never touching a hostPath's contents).
+// the pod is gone (never touching a hostPath's contents), from the
+// directories alone if need be (pods deleted while nodelet was down).
 //
-// Supported for now: emptyDir on disk and hostPath. Any other volume type is
-// refused with a clear error, so a pod never runs silently without its data.
+// Each kind of volume source is provided by a Plugin registered for it:
+// emptyDir (disk, or a tmpfs for medium Memory), hostPath, configMap,
+// secret, downwardAPI (fieldRef and resourceFieldRef) and projected
+// (configMap, secret, downwardAPI, serviceAccountToken). A kind without a
+// plugin (persistentVolumeClaim, csi, nfs, ...) is refused with a clear
+// error, so a pod never runs silently without its data; a CSI plugin plugs
+// in with Manager.Register("csi", ...).
+//
+// The pod's fsGroup is applied as upstream's SetVolumeOwnership (not to
+// hostPath). Disk emptyDirs with a sizeLimit are measured by Run, which
+// reports those over their limit.
 package volumes

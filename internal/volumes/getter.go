@@ -8,6 +8,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -38,7 +39,6 @@ type APIGetter struct {
 
 type cached struct {
 	obj     any
-	err     error
 	fetched time.Time
 }
 
@@ -52,18 +52,35 @@ func NewAPIGetter(client kubernetes.Interface, clk clock.Clock, ttl time.Duratio
 	return &APIGetter{client: client, clock: clk, ttl: ttl, objects: map[string]cached{}, tokens: map[string]token{}}
 }
 
+// get returns the cached object while it is younger than the TTL, else
+// fetches it. As upstream's cache-based manager: an error is never served
+// from the cache (a missing object is looked up again on the next call, so
+// a pod waiting for it starts as soon as it exists), and when the API server
+// cannot be reached the last object fetched is served (pods keep syncing
+// through an outage).
 func (g *APIGetter) get(key string, fetch func() (any, error)) (any, error) {
 	g.mu.Lock()
 	c, ok := g.objects[key]
 	g.mu.Unlock()
 	if ok && g.clock.Since(c.fetched) < g.ttl {
-		return c.obj, c.err
+		return c.obj, nil
 	}
 	obj, err := fetch()
-	g.mu.Lock()
-	g.objects[key] = cached{obj: obj, err: err, fetched: g.clock.Now()}
-	g.mu.Unlock()
-	return obj, err
+	switch {
+	case err == nil:
+		g.mu.Lock()
+		g.objects[key] = cached{obj: obj, fetched: g.clock.Now()}
+		g.mu.Unlock()
+		return obj, nil
+	case apierrors.IsNotFound(err):
+		g.mu.Lock()
+		delete(g.objects, key)
+		g.mu.Unlock()
+		return nil, err
+	case ok:
+		return c.obj, nil
+	}
+	return nil, err
 }
 
 // ConfigMap implements Getter.

@@ -10,15 +10,15 @@ import (
 )
 
 // ensureTmpfs mounts a tmpfs on dir, with extra mount options, unless one
-// is there already.
-func ensureTmpfs(dir, extra string) error {
+// is there already; it reports whether it mounted one.
+func ensureTmpfs(dir, extra string) (bool, error) {
 	mounted, err := mountPoints(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, m := range mounted {
 		if m == dir {
-			return nil
+			return false, nil
 		}
 	}
 	opts := "mode=0755"
@@ -26,13 +26,13 @@ func ensureTmpfs(dir, extra string) error {
 		opts += "," + extra
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+		return false, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
-	return nil
+	return true, nil
 }
 
-// unmountTmpfsUnder unmounts every mount at or below dir, deepest first.
-func unmountTmpfsUnder(dir string) error {
+// unmountUnder unmounts every mount at or below dir, deepest first.
+func unmountUnder(dir string) error {
 	mounted, err := mountPoints(dir)
 	if err != nil {
 		return err

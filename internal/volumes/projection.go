@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,6 +22,9 @@ import (
 type file struct {
 	data []byte
 	mode os.FileMode
+	// uid owns the file when >= 0 (a service account token for the pod's
+	// only user); else root.
+	uid int
 }
 
 // errNoAPI: static pods cannot reference API objects, as upstream.
@@ -39,7 +43,7 @@ func (m *Manager) project(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[s
 		return files, m.secret(ctx, pod, &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: src.Secret.SecretName},
 			Items: src.Secret.Items, Optional: src.Secret.Optional}, mode(src.Secret.DefaultMode, 0o644), files)
 	case src.DownwardAPI != nil:
-		return files, downward(pod, src.DownwardAPI.Items, mode(src.DownwardAPI.DefaultMode, 0o644), files)
+		return files, m.downward(pod, src.DownwardAPI.Items, mode(src.DownwardAPI.DefaultMode, 0o644), files)
 	case src.Projected != nil:
 		def := mode(src.Projected.DefaultMode, 0o644)
 		for _, s := range src.Projected.Sources {
@@ -50,7 +54,7 @@ func (m *Manager) project(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[s
 			case s.Secret != nil:
 				err = m.secret(ctx, pod, s.Secret, def, files)
 			case s.DownwardAPI != nil:
-				err = downward(pod, s.DownwardAPI.Items, def, files)
+				err = m.downward(pod, s.DownwardAPI.Items, def, files)
 			case s.ServiceAccountToken != nil:
 				err = m.token(ctx, pod, s.ServiceAccountToken, def, files)
 			default:
@@ -123,15 +127,47 @@ func (m *Manager) token(ctx context.Context, pod *v1.Pod, p *v1.ServiceAccountTo
 	if err != nil {
 		return err
 	}
-	files[p.Path] = file{data: []byte(tok), mode: def}
+	// As upstream: with an fsGroup, or when every container runs as the
+	// same user, the token is readable by its owner only (plus the fsGroup),
+	// owned by that user.
+	f := file{data: []byte(tok), mode: def, uid: -1}
+	fsUser := fsUserOf(pod)
+	if fsUser != nil || (pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.FSGroup != nil) {
+		f.mode = 0o600
+	}
+	if fsUser != nil {
+		f.uid = int(*fsUser)
+	}
+	files[p.Path] = f
 	return nil
+}
+
+// fsUserOf is the user every container of the pod runs as, nil when they
+// differ or one does not say (upstream's FsUserFrom).
+func fsUserOf(pod *v1.Pod) *int64 {
+	var user *int64
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			var u *int64
+			if sc := list[i].SecurityContext; sc != nil && sc.RunAsUser != nil {
+				u = sc.RunAsUser
+			} else if psc := pod.Spec.SecurityContext; psc != nil {
+				u = psc.RunAsUser
+			}
+			if u == nil || (user != nil && *user != *u) {
+				return nil
+			}
+			user = u
+		}
+	}
+	return user
 }
 
 // items selects keys into files: all keys when items is empty.
 func items(data map[string][]byte, list []v1.KeyToPath, optional *bool, def os.FileMode, files map[string]file, what string) error {
 	if len(list) == 0 {
 		for k, v := range data {
-			files[k] = file{data: v, mode: def}
+			files[k] = file{data: v, mode: def, uid: -1}
 		}
 		return nil
 	}
@@ -143,34 +179,72 @@ func items(data map[string][]byte, list []v1.KeyToPath, optional *bool, def os.F
 			}
 			return fmt.Errorf("%s has no key %q", what, it.Key)
 		}
-		files[it.Path] = file{data: v, mode: mode(it.Mode, def)}
+		files[it.Path] = file{data: v, mode: mode(it.Mode, def), uid: -1}
 	}
 	return nil
 }
 
-func downward(pod *v1.Pod, list []v1.DownwardAPIVolumeFile, def os.FileMode, files map[string]file) error {
+func (m *Manager) downward(pod *v1.Pod, list []v1.DownwardAPIVolumeFile, def os.FileMode, files map[string]file) error {
+	var allocatable v1.ResourceList
 	for _, it := range list {
-		if it.FieldRef == nil {
-			return fmt.Errorf("downwardAPI %q: only fieldRef is supported yet", it.Path)
-		}
 		var val string
-		switch fp := it.FieldRef.FieldPath; fp {
-		case "metadata.name":
-			val = pod.Name
-		case "metadata.namespace":
-			val = pod.Namespace
-		case "metadata.uid":
-			val = string(pod.UID)
-		case "metadata.labels":
-			val = formatMap(pod.Labels)
-		case "metadata.annotations":
-			val = formatMap(pod.Annotations)
+		switch {
+		case it.FieldRef != nil:
+			v, err := fieldValue(pod, it.FieldRef.FieldPath)
+			if err != nil {
+				return fmt.Errorf("downwardAPI %q: %w", it.Path, err)
+			}
+			val = v
+		case it.ResourceFieldRef != nil:
+			if allocatable == nil && m.opts.Allocatable != nil {
+				allocatable = m.opts.Allocatable()
+			}
+			v, err := resourceFieldValue(pod, it.ResourceFieldRef, allocatable)
+			if err != nil {
+				return fmt.Errorf("downwardAPI %q: %w", it.Path, err)
+			}
+			val = v
 		default:
-			return fmt.Errorf("downwardAPI %q: unsupported fieldRef %q", it.Path, fp)
+			return fmt.Errorf("downwardAPI %q: neither fieldRef nor resourceFieldRef", it.Path)
 		}
-		files[it.Path] = file{data: []byte(val), mode: mode(it.Mode, def)}
+		files[it.Path] = file{data: []byte(val), mode: mode(it.Mode, def), uid: -1}
 	}
 	return nil
+}
+
+// fieldValue is a pod field a downwardAPI volume may project, as upstream.
+func fieldValue(pod *v1.Pod, fp string) (string, error) {
+	if name, key, ok := subscript(fp); ok {
+		switch name {
+		case "metadata.labels":
+			return pod.Labels[key], nil
+		case "metadata.annotations":
+			return pod.Annotations[key], nil
+		}
+		return "", fmt.Errorf("unsupported fieldRef %q", fp)
+	}
+	switch fp {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "metadata.labels":
+		return formatMap(pod.Labels), nil
+	case "metadata.annotations":
+		return formatMap(pod.Annotations), nil
+	}
+	return "", fmt.Errorf("unsupported fieldRef %q", fp)
+}
+
+// subscript splits "metadata.labels['key']" into its parts.
+func subscript(fp string) (name, key string, ok bool) {
+	i := strings.Index(fp, "['")
+	if i < 0 || !strings.HasSuffix(fp, "']") {
+		return "", "", false
+	}
+	return fp[:i], fp[i+2 : len(fp)-2], true
 }
 
 func formatMap(m map[string]string) string {
@@ -193,38 +267,53 @@ func formatMap(m map[string]string) string {
 // fresh timestamped directory, then a ..data symlink swapped in one rename,
 // and one symlink per top-level name through ..data. A reader never sees a
 // half-written update. Nothing is written when the content is unchanged.
-func writeAtomic(dir string, files map[string]file) error {
+// With gid >= 0 (the pod's fsGroup) everything written gets that group and
+// directories setgid, as upstream's ownership walk after a write would do
+// (the files' modes already include the group bits).
+func writeAtomic(dir string, files map[string]file, gid int) error {
 	for p := range files {
 		clean := path.Clean(p)
 		if path.IsAbs(p) || clean == ".." || strings.HasPrefix(clean, "../") || strings.HasPrefix(clean, "..") {
 			return fmt.Errorf("invalid path %q", p)
 		}
 	}
-	if same(dir, files) {
+	if same(dir, files, gid) {
 		return nil
+	}
+	dirMode := os.FileMode(0o755)
+	if gid >= 0 {
+		dirMode |= os.ModeSetgid
+	}
+	mkdir := func(p string) error {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		return own(p, -1, gid, dirMode)
 	}
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	tsDir := filepath.Join(dir, ".."+time.Now().UTC().Format("2006_01_02_15_04_05.")+hex.EncodeToString(rnd[:]))
-	if err := os.MkdirAll(tsDir, 0o755); err != nil {
+	if err := mkdir(tsDir); err != nil {
 		return err
 	}
 	for p, f := range files {
 		full := filepath.Join(tsDir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
+		for d := filepath.Dir(full); d != tsDir; d = filepath.Dir(d) {
+			if err := mkdir(d); err != nil {
+				return err
+			}
 		}
 		if err := os.WriteFile(full, f.data, f.mode); err != nil {
 			return err
 		}
-		if err := os.Chmod(full, f.mode); err != nil {
+		if err := own(full, f.uid, gid, f.mode); err != nil {
 			return err
 		}
 	}
 	old, _ := os.Readlink(filepath.Join(dir, "..data"))
 	tmp := filepath.Join(dir, "..data_tmp")
 	_ = os.Remove(tmp)
-	if err := os.Symlink(filepath.Base(tsDir), tmp); err != nil {
+	if err := symlink(filepath.Base(tsDir), tmp, gid); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
@@ -240,7 +329,7 @@ func writeAtomic(dir string, files map[string]file) error {
 			continue
 		}
 		_ = os.Remove(link)
-		if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+		if err := symlink(filepath.Join("..data", name), link, gid); err != nil {
 			return err
 		}
 	}
@@ -257,8 +346,30 @@ func writeAtomic(dir string, files map[string]file) error {
 	return nil
 }
 
-// same reports whether dir's current ..data holds exactly files.
-func same(dir string, files map[string]file) bool {
+// own sets a file's owner (uid, gid: -1 leaves them) and then its mode (a
+// chown may clear setgid).
+func own(p string, uid, gid int, mode os.FileMode) error {
+	if uid >= 0 || gid >= 0 {
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(p, mode)
+}
+
+func symlink(target, link string, gid int) error {
+	if err := os.Symlink(target, link); err != nil {
+		return err
+	}
+	if gid >= 0 {
+		return os.Lchown(link, -1, gid)
+	}
+	return nil
+}
+
+// same reports whether dir's current ..data holds exactly files, with their
+// modes and owners.
+func same(dir string, files map[string]file, gid int) bool {
 	cur := filepath.Join(dir, "..data")
 	if _, err := os.Stat(cur); err != nil {
 		return false
@@ -281,6 +392,11 @@ func same(dir string, files map[string]file) bool {
 		info, err := d.Info()
 		if err != nil || info.Mode().Perm() != f.mode {
 			return errors.New("mode")
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			if (gid >= 0 && int(st.Gid) != gid) || (f.uid >= 0 && int(st.Uid) != f.uid) {
+				return errors.New("owner")
+			}
 		}
 		return nil
 	})

@@ -10,8 +10,8 @@ import (
 
 func TestWriteAtomic(t *testing.T) {
 	dir := t.TempDir()
-	files := map[string]file{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}}
-	if err := writeAtomic(dir, files); err != nil {
+	files := map[string]file{"a": {[]byte("1"), 0o644, -1}, "sub/b": {[]byte("2"), 0o600, -1}}
+	if err := writeAtomic(dir, files, -1); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := os.Readlink(filepath.Join(dir, "..data"))
@@ -28,14 +28,14 @@ func TestWriteAtomic(t *testing.T) {
 		t.Errorf("a is not a link through ..data: %q", l)
 	}
 	// Unchanged content: nothing rewritten.
-	if err := writeAtomic(dir, files); err != nil {
+	if err := writeAtomic(dir, files, -1); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := os.Readlink(filepath.Join(dir, "..data")); again != first {
 		t.Errorf("unchanged content rewrote ..data: %s -> %s", first, again)
 	}
 	// A change swaps ..data; a dropped key disappears; the old version goes.
-	if err := writeAtomic(dir, map[string]file{"a": {[]byte("3"), 0o644}}); err != nil {
+	if err := writeAtomic(dir, map[string]file{"a": {[]byte("3"), 0o644, -1}}, -1); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "a")); string(got) != "3" {
@@ -48,7 +48,7 @@ func TestWriteAtomic(t *testing.T) {
 		t.Errorf("old version %s kept", first)
 	}
 	// Paths escaping the volume are refused.
-	if err := writeAtomic(dir, map[string]file{"../x": {[]byte("no"), 0o644}}); err == nil {
+	if err := writeAtomic(dir, map[string]file{"../x": {[]byte("no"), 0o644, -1}}, -1); err == nil {
 		t.Error("../x accepted")
 	}
 }
@@ -58,7 +58,8 @@ func TestDownwardAndItems(t *testing.T) {
 	pod.Name, pod.Namespace = "p", "ns"
 	pod.Labels = map[string]string{"b": "2", "a": "1"}
 	files := map[string]file{}
-	err := downward(pod, []v1.DownwardAPIVolumeFile{
+	m := NewManager(t.TempDir(), nil, Options{})
+	err := m.downward(pod, []v1.DownwardAPIVolumeFile{
 		{Path: "namespace", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}},
 		{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
 	}, 0o644, files)

@@ -6,24 +6,66 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 )
 
-// Manager prepares pod volumes under a pods directory.
+// Manager prepares pod volumes under a pods directory, through the volume
+// plugin registered for each kind of volume source.
 type Manager struct {
 	podsDir string
 	getter  Getter
+	opts    Options
+
+	mu      sync.Mutex
+	plugins map[string]Plugin // by source kind
+	byName  map[string]Plugin // by directory name
+	set     map[volumeKey]bool
+	usage   map[volumeKey]*watched
 }
 
-// NewManager returns a Manager for <root-dir>/pods. getter reads the API
-// objects that configMap, secret and projected volumes need; nil in
-// standalone mode.
-func NewManager(podsDir string, getter Getter) *Manager {
-	return &Manager{podsDir: podsDir, getter: getter}
+type volumeKey struct {
+	uid  types.UID
+	name string
+}
+
+// Options are what the Manager needs besides the API objects.
+type Options struct {
+	// Allocatable is the node's allocatable: a downwardAPI resourceFieldRef
+	// reports it for a limit the container does not set. nil: none.
+	Allocatable func() v1.ResourceList
+	// Recorder gets volume events (EmptyDirSizeLimitExceeded). nil: none.
+	Recorder record.EventRecorder
+	// Clock drives Run's measurements (the real clock when nil).
+	Clock clock.WithTicker
+	// UsagePeriod is how often Run measures disk emptyDirs that have a
+	// sizeLimit (10 s when 0).
+	UsagePeriod time.Duration
+}
+
+// NewManager returns a Manager for <root-dir>/pods with the built-in volume
+// plugins. getter reads the API objects that configMap, secret and projected
+// volumes need; nil in standalone mode.
+func NewManager(podsDir string, getter Getter, opts Options) *Manager {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.UsagePeriod <= 0 {
+		opts.UsagePeriod = 10 * time.Second
+	}
+	m := &Manager{
+		podsDir: podsDir, getter: getter, opts: opts,
+		plugins: map[string]Plugin{}, byName: map[string]Plugin{},
+		set: map[volumeKey]bool{}, usage: map[volumeKey]*watched{},
+	}
+	m.registerBuiltins()
+	return m
 }
 
 // PodDir is the directory of the pod with uid.
@@ -34,8 +76,9 @@ func (m *Manager) PodDir(uid types.UID) string { return filepath.Join(m.podsDir,
 // when they changed.
 func (m *Manager) Setup(ctx context.Context, pod *v1.Pod) (map[string]string, error) {
 	paths := make(map[string]string, len(pod.Spec.Volumes))
-	for _, v := range pod.Spec.Volumes {
-		p, err := m.setup(ctx, pod, &v)
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		p, err := m.setup(ctx, pod, v)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
 		}
@@ -45,68 +88,34 @@ func (m *Manager) Setup(ctx context.Context, pod *v1.Pod) (map[string]string, er
 }
 
 func (m *Manager) setup(ctx context.Context, pod *v1.Pod, v *v1.Volume) (string, error) {
-	switch {
-	case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
-		files, err := m.project(ctx, pod, v)
-		if err != nil {
-			return "", err
-		}
-		dir := filepath.Join(m.PodDir(pod.UID), "volumes", pluginDir(v), v.Name)
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return "", err
-		}
-		// Secrets and projected volumes (service account tokens) live in
-		// memory, never on disk, as upstream.
-		if v.Secret != nil || v.Projected != nil {
-			if err := ensureTmpfs(dir, ""); err != nil {
-				return "", err
-			}
-		}
-		return dir, writeAtomic(dir, files)
-	case v.EmptyDir != nil:
-		dir := filepath.Join(m.PodDir(pod.UID), "volumes", pluginDir(v), v.Name)
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return "", err
-		}
-		switch v.EmptyDir.Medium {
-		case v1.StorageMediumDefault:
-		case v1.StorageMediumMemory:
-			// A tmpfs, as large as sizeLimit (the kernel's default, half
-			// the memory, without one).
-			opts := ""
-			if l := v.EmptyDir.SizeLimit; l != nil && l.Value() > 0 {
-				opts = fmt.Sprintf("size=%d", l.Value())
-			}
-			if err := ensureTmpfs(dir, opts); err != nil {
-				return "", err
-			}
-		default:
-			return "", fmt.Errorf("emptyDir medium %q is not supported yet", v.EmptyDir.Medium)
-		}
-		// As upstream: world-writable, so any container user can use it.
-		return dir, os.Chmod(dir, 0o777)
-	case v.HostPath != nil:
-		return v.HostPath.Path, checkHostPath(v.HostPath)
-	default:
-		return "", fmt.Errorf("volume type %s is not supported yet", volumeType(v))
+	kind := Kind(v)
+	if kind == "" {
+		return "", errors.New("the volume has no source")
 	}
-}
-
-// pluginDir names a volume's directory as upstream's plugins do.
-func pluginDir(v *v1.Volume) string {
-	switch {
-	case v.Secret != nil:
-		return "kubernetes.io~secret"
-	case v.DownwardAPI != nil:
-		return "kubernetes.io~downward-api"
-	case v.Projected != nil:
-		return "kubernetes.io~projected"
-	case v.ConfigMap != nil:
-		return "kubernetes.io~configmap"
-	case v.EmptyDir != nil:
-		return "kubernetes.io~empty-dir"
+	p := m.plugin(kind)
+	if p == nil {
+		return "", fmt.Errorf("volume type %s is not supported by this node: no volume plugin for it", kind)
 	}
-	return "other"
+	if !p.CanSupport(v) {
+		return "", fmt.Errorf("no volume plugin of this node supports this %s volume%s", kind, kindDetail(v))
+	}
+	key := volumeKey{pod.UID, v.Name}
+	m.mu.Lock()
+	first := !m.set[key]
+	m.mu.Unlock()
+	path, err := p.SetUp(ctx, &Volume{
+		Pod: pod, Spec: v, First: first,
+		Dir: filepath.Join(m.PodDir(pod.UID), "volumes", p.Name(), v.Name),
+	})
+	if err != nil {
+		return "", err
+	}
+	if first {
+		m.mu.Lock()
+		m.set[key] = true
+		m.mu.Unlock()
+	}
+	return path, nil
 }
 
 func checkHostPath(h *v1.HostPathVolumeSource) error {
@@ -158,21 +167,63 @@ func checkHostPath(h *v1.HostPathVolumeSource) error {
 	return nil
 }
 
-// Teardown removes the pod's directory: its emptyDir volumes and container
-// files. It refuses to cross a mount point, so a mounted volume left behind
-// is reported instead of having its contents deleted.
+// Teardown removes the pod's directory: each volume is torn down by the
+// plugin its directory belongs to (unmounting it), then the directory goes
+// with its emptyDir volumes and container files. It refuses to cross a
+// mount point left behind, so a volume still mounted is reported instead of
+// having its contents deleted. It works from the directory alone: for pods
+// nodelet no longer knows (deleted while it was down) too.
 func (m *Manager) Teardown(uid types.UID) error {
 	dir := m.PodDir(uid)
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		m.forget(uid)
 		return nil
 	}
-	if err := unmountTmpfsUnder(dir); err != nil {
+	ctx := context.Background()
+	var errs []error
+	pluginDirs, _ := os.ReadDir(filepath.Join(dir, "volumes"))
+	for _, pd := range pluginDirs {
+		p := m.pluginNamed(pd.Name())
+		if p == nil || !pd.IsDir() {
+			continue // unmounted below like any mount
+		}
+		vols, _ := os.ReadDir(filepath.Join(dir, "volumes", pd.Name()))
+		for _, vd := range vols {
+			if err := p.TearDown(ctx, filepath.Join(dir, "volumes", pd.Name(), vd.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("tear down volume %s (%s): %w", vd.Name(), pd.Name(), err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := unmountUnder(dir); err != nil {
 		return err
 	}
 	if err := checkNoMounts(dir); err != nil {
 		return err
 	}
-	return os.RemoveAll(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	m.forget(uid)
+	return nil
+}
+
+// forget drops what the Manager remembers of a pod.
+func (m *Manager) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.set {
+		if k.uid == uid {
+			delete(m.set, k)
+		}
+	}
+	for k := range m.usage {
+		if k.uid == uid {
+			delete(m.usage, k)
+		}
+	}
 }
 
 // PodUIDs lists the pods that have a directory.
@@ -208,19 +259,4 @@ func checkNoMounts(dir string) error {
 		}
 		return nil
 	})
-}
-
-func volumeType(v *v1.Volume) string {
-	src := v.VolumeSource
-	for name, set := range map[string]bool{
-		"persistentVolumeClaim": src.PersistentVolumeClaim != nil, "configMap": src.ConfigMap != nil,
-		"secret": src.Secret != nil, "downwardAPI": src.DownwardAPI != nil, "projected": src.Projected != nil,
-		"csi": src.CSI != nil, "nfs": src.NFS != nil, "iscsi": src.ISCSI != nil, "ephemeral": src.Ephemeral != nil,
-		"image": src.Image != nil,
-	} {
-		if set {
-			return name
-		}
-	}
-	return strings.TrimSpace("(other)")
 }

@@ -6,6 +6,13 @@
 //
 //	registry.k8s.io/pause:3.10        -> <addr>/pause:3.10
 //	docker.io/library/busybox:1.36    -> <addr>/library/busybox:1.36 (and :latest)
+//
+// With --slow-images N it also serves N distinct busybox images
+// <addr>/slow/busybox:1 .. :N (each with its own config, so its own digest),
+// and every manifest request under <addr>/v2/slow/ waits --slow-delay first:
+// a pull of one of them costs two delays (the tag is resolved, then the
+// manifest fetched by digest) whatever containerd already has, which makes
+// the parallelism of pulls measurable. Other repositories are never delayed.
 package main
 
 import (
@@ -25,6 +32,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,14 +51,42 @@ func main() {
 	busyboxPath := flag.String("busybox", "/bin/busybox", "static busybox binary to package as docker.io/library/busybox:1.36")
 	grpcPath := flag.String("grpc-health", "", "static gRPC health server to package as docker.io/nodelet/grpc-health:1.0")
 	readyFile := flag.String("ready-file", "", "file written once every image is pushed")
+	slowImages := flag.Int("slow-images", 0, "number of distinct busybox images to serve as slow/busybox:1..N")
+	slowDelay := flag.Duration("slow-delay", time.Second, "delay of every manifest request under /v2/slow/")
 	flag.Parse()
 
-	if err := run(*addr, *pausePath, *busyboxPath, *grpcPath, *readyFile); err != nil {
+	opts := options{slowImages: *slowImages, slowDelay: *slowDelay}
+	if err := run(*addr, *pausePath, *busyboxPath, *grpcPath, *readyFile, opts); err != nil {
 		log.Fatalf("testregistry: %v", err)
 	}
 }
 
-func run(addr, pausePath, busyboxPath, grpcPath, readyFile string) error {
+type options struct {
+	slowImages int
+	slowDelay  time.Duration
+}
+
+// slowHandler delays manifest requests of repositories under slow/, once
+// active (after the images are pushed).
+type slowHandler struct {
+	next   http.Handler
+	delay  time.Duration
+	active atomic.Bool
+}
+
+func (h *slowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.active.Load() && h.delay > 0 && strings.HasPrefix(r.URL.Path, "/v2/slow/") && strings.Contains(r.URL.Path, "/manifests/") &&
+		(r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		select {
+		case <-time.After(h.delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+func run(addr, pausePath, busyboxPath, grpcPath, readyFile string, opts options) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
@@ -62,8 +98,9 @@ func run(addr, pausePath, busyboxPath, grpcPath, readyFile string) error {
 	if err != nil {
 		return err
 	}
+	slow := &slowHandler{next: registry.New(registry.Logger(log.New(io.Discard, "", 0))), delay: opts.slowDelay}
 	srv := &http.Server{
-		Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		Handler:           slow,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {
@@ -72,7 +109,7 @@ func run(addr, pausePath, busyboxPath, grpcPath, readyFile string) error {
 		}
 	}()
 
-	images, err := buildImages(pausePath, busyboxPath, grpcPath)
+	images, err := buildImages(pausePath, busyboxPath, grpcPath, opts.slowImages)
 	if err != nil {
 		return err
 	}
@@ -88,6 +125,7 @@ func run(addr, pausePath, busyboxPath, grpcPath, readyFile string) error {
 			log.Printf("testregistry: pushed %s", ref)
 		}
 	}
+	slow.active.Store(true)
 	if readyFile != "" {
 		if err := os.WriteFile(readyFile, []byte(addr+"\n"), 0o644); err != nil {
 			return err
@@ -108,7 +146,7 @@ type testImage struct {
 	image v1.Image
 }
 
-func buildImages(pausePath, busyboxPath, grpcPath string) ([]testImage, error) {
+func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]testImage, error) {
 	var out []testImage
 	if grpcPath != "" {
 		bin, err := os.ReadFile(grpcPath)
@@ -139,6 +177,20 @@ func buildImages(pausePath, busyboxPath, grpcPath string) ([]testImage, error) {
 		return nil, err
 	}
 	out = append(out, testImage{tags: []string{"library/busybox:1.36", "library/busybox:latest"}, image: bb})
+	for i := 1; i <= slowImages; i++ {
+		// Same layer, own config: a distinct image (digest) per tag.
+		cf, err := bb.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		cf = cf.DeepCopy()
+		cf.Config.Env = append(cf.Config.Env, fmt.Sprintf("SLOW_IMAGE=%d", i))
+		img, err := mutate.ConfigFile(bb, cf)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, testImage{tags: []string{fmt.Sprintf("slow/busybox:%d", i)}, image: img})
+	}
 	return out, nil
 }
 

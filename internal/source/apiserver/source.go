@@ -138,7 +138,7 @@ func (s *Source) onUpdate(old, cur *v1.Pod) {
 		}
 		return
 	}
-	if !specChanged(old, cur) {
+	if !specChanged(old, cur) && !podspec.GatesChanged(old, cur) {
 		return
 	}
 	s.send(Event{Op: Update, Pods: []*v1.Pod{cur}})

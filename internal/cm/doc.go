@@ -1,0 +1,26 @@
+// Package cm owns the node's cgroups for pods, as the upstream kubelet's
+// container manager does (pkg/kubelet/cm) with cgroupsPerQOS:
+//
+//   - the node allocatable cgroup kubepods under cgroupRoot, limited to the
+//     node's allocatable (capacity minus kubeReserved and systemReserved
+//     when enforceNodeAllocatable has "pods"), and the QoS cgroups
+//     kubepods/burstable and kubepods/besteffort, created at Start in every
+//     cgroup v1 hierarchy (cpuset cpus and mems copied from the parent) or
+//     in the cgroup v2 tree with the controllers enabled in subtree_control;
+//   - one cgroup per pod, pod<uid>, under its QoS cgroup (Guaranteed pods
+//     directly under kubepods), with the pod-level cpu shares, CFS quota,
+//     memory limit, pids and hugetlb limits of ResourceConfigForPod (pod
+//     overhead included); its name is the sandbox's CgroupParent, so the
+//     runtime puts the pod's containers below it;
+//   - removing pod cgroups once empty (RemovePod) and those of pods nobody
+//     knows any more (CleanupOrphans);
+//   - the cgroupfs and systemd drivers' naming ("/kubepods/burstable/pod<uid>"
+//     and "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice").
+//
+// It also computes each container's CRI linux resources (ContainerResources):
+// cpu shares, CFS quota and period, memory and hugepage limits and the
+// oom_score_adj of the pod's QoS class.
+//
+// With the systemd driver the slices' directories are made directly in the
+// cgroup filesystem (no D-Bus), where systemd would make them.
+package cm

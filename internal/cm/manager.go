@@ -1,0 +1,892 @@
+package cm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// Cgroup drivers (cgroupDriver).
+const (
+	DriverCgroupfs = "cgroupfs"
+	DriverSystemd  = "systemd"
+)
+
+const (
+	// NodeAllocatableCgroup is the cgroup of all pods under cgroupRoot.
+	NodeAllocatableCgroup = "kubepods"
+	podCgroupPrefix       = "pod"
+	// OrphanGrace: an empty pod cgroup younger than this is never taken for
+	// an orphan. Another agent sharing the tree (a second nodelet on the
+	// machine) may have just made it for a sandbox about to start.
+	OrphanGrace = time.Minute
+	// resourcePID is the capacity and reservation name of process IDs.
+	resourcePID v1.ResourceName = "pid"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Driver is cgroupDriver: "cgroupfs" (default) or "systemd".
+	Driver string
+	// CgroupRoot is cgroupRoot: the parent of kubepods ("/" by default). It
+	// must exist.
+	CgroupRoot string
+	// CgroupsPerQOS is cgroupsPerQOS: false creates no cgroup at all and
+	// gives the runtime CgroupRoot as the pods' parent (its own default when
+	// CgroupRoot is "/" or empty).
+	CgroupsPerQOS bool
+	// MountRoot is where the hierarchies are mounted: /sys/fs/cgroup.
+	MountRoot string
+	// ProcRoot is procfs (/proc): meminfo and sys/kernel/pid_max.
+	ProcRoot string
+	// HugePagesDir is /sys/kernel/mm/hugepages: the machine's page sizes.
+	HugePagesDir string
+	// Capacity is the machine's capacity (cpu, memory, pid,
+	// hugepages-<size>); nil reads it from ProcRoot and HugePagesDir.
+	Capacity func() (v1.ResourceList, error)
+	// KubeReserved, SystemReserved and EnforceNodeAllocatable: with "pods"
+	// in EnforceNodeAllocatable, kubepods is limited to capacity minus the
+	// reservations, else to capacity.
+	KubeReserved           map[string]string
+	SystemReserved         map[string]string
+	EnforceNodeAllocatable []string
+	// DisableCPUCFSQuota is cpuCFSQuota: false.
+	DisableCPUCFSQuota bool
+	// CPUCFSQuotaPeriod is cpuCFSQuotaPeriod (100 ms when 0).
+	CPUCFSQuotaPeriod time.Duration
+	// PodPidsLimit is podPidsLimit: pids.max of each pod cgroup when > 0.
+	PodPidsLimit int64
+	// Now is the clock of the orphan grace; nil is time.Now.
+	Now func() time.Time
+
+	// mkdir and rmdir make and remove one cgroup directory; tests fake the
+	// kernel with them.
+	mkdir func(string) error
+	rmdir func(string) error
+}
+
+// Manager creates and removes the pod cgroup hierarchy.
+type Manager struct {
+	cfg Config
+	// v2: the unified hierarchy, hierarchies is then MountRoot alone.
+	v2          bool
+	hierarchies []string
+	// root is where pods go: cgroupRoot/kubepods with CgroupsPerQOS, else
+	// cgroupRoot.
+	root           CgroupName
+	pageSizes      []int64
+	memoryCapacity int64
+
+	mu sync.Mutex
+	// ensured holds the pods whose cgroup was configured by this process.
+	ensured map[types.UID]bool
+	// burstable is the cpu request (milli-CPU) of each Burstable pod with a
+	// cgroup: kubepods/burstable gets their sum as shares, as upstream.
+	burstable       map[types.UID]int64
+	burstableShares int64
+}
+
+// New returns a Manager for cfg after looking at the machine: which cgroup
+// version is mounted at MountRoot, its hierarchies, the huge page sizes and
+// the memory capacity. It changes nothing.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Driver == "" {
+		cfg.Driver = DriverCgroupfs
+	}
+	if cfg.Driver != DriverCgroupfs && cfg.Driver != DriverSystemd {
+		return nil, fmt.Errorf("cgroupDriver must be %s or %s, got %q", DriverCgroupfs, DriverSystemd, cfg.Driver)
+	}
+	if cfg.MountRoot == "" {
+		cfg.MountRoot = "/sys/fs/cgroup"
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.HugePagesDir == "" {
+		cfg.HugePagesDir = "/sys/kernel/mm/hugepages"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.mkdir == nil {
+		cfg.mkdir = func(dir string) error { return os.Mkdir(dir, 0o755) }
+	}
+	if cfg.rmdir == nil {
+		cfg.rmdir = func(dir string) error { return os.Remove(dir) }
+	}
+	m := &Manager{cfg: cfg, ensured: map[types.UID]bool{}, burstable: map[types.UID]int64{}}
+	if cfg.Capacity == nil {
+		m.cfg.Capacity = m.machineCapacity
+	}
+	if err := m.detect(); err != nil {
+		return nil, err
+	}
+	if names, err := readDirNames(cfg.HugePagesDir); err == nil {
+		m.pageSizes = pageSizesFromNames(names)
+	}
+	if capacity, err := m.cfg.Capacity(); err == nil {
+		m.memoryCapacity = capacity.Memory().Value()
+	}
+	m.root = ParseCgroupfsName(cfg.CgroupRoot)
+	if cfg.CgroupsPerQOS {
+		m.root = NewCgroupName(m.root, NodeAllocatableCgroup)
+	}
+	return m, nil
+}
+
+// detect finds the cgroup version and the hierarchies to manage: on v2
+// MountRoot itself; on v1 every mounted hierarchy (each directory of
+// MountRoot with a cgroup.procs, symlinked co-mounts once), the unified one
+// of a hybrid setup included, as runc creates containers' cgroups in all.
+func (m *Manager) detect() error {
+	root := m.cfg.MountRoot
+	if exists(filepath.Join(root, "cgroup.controllers")) {
+		m.v2 = true
+		m.hierarchies = []string{root}
+		return nil
+	}
+	names, err := readDirNames(root)
+	if err != nil {
+		return fmt.Errorf("cgroup mounts: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		dir := filepath.Join(root, n)
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil || seen[real] || !exists(filepath.Join(real, "cgroup.procs")) {
+			continue
+		}
+		seen[real] = true
+		m.hierarchies = append(m.hierarchies, real)
+	}
+	if len(m.hierarchies) == 0 {
+		return fmt.Errorf("no cgroup hierarchy mounted under %s", root)
+	}
+	return nil
+}
+
+// CgroupV2 tells whether the unified hierarchy is in use.
+func (m *Manager) CgroupV2() bool { return m.v2 }
+
+// ResourceOptions are the facts containers' CRI resources depend on.
+func (m *Manager) ResourceOptions() ResourceOptions {
+	sizes := make([]string, 0, len(m.pageSizes))
+	for _, s := range m.pageSizes {
+		sizes = append(sizes, byteSizeUnit(s))
+	}
+	return ResourceOptions{
+		MemoryCapacity:     m.memoryCapacity,
+		DisableCPUCFSQuota: m.cfg.DisableCPUCFSQuota,
+		CPUCFSQuotaPeriod:  m.cfg.CPUCFSQuotaPeriod,
+		HugePageSizes:      sizes,
+		CgroupV2:           m.v2,
+	}
+}
+
+// Start checks the controllers pods need and creates kubepods (limited to
+// the node's allocatable), kubepods/burstable and kubepods/besteffort (no
+// hugetlb limit, 2 shares for besteffort), as upstream's container manager
+// does; an error means pods cannot get their cgroups. Without CgroupsPerQOS
+// it does nothing.
+func (m *Manager) Start() error {
+	if !m.cfg.CgroupsPerQOS {
+		return nil
+	}
+	if err := m.validate(); err != nil {
+		return err
+	}
+	if len(m.root) > 1 {
+		parent := m.root[:len(m.root)-1]
+		for _, h := range m.hierarchies {
+			if dir := m.dir(h, parent); !exists(dir) {
+				return fmt.Errorf("cgroupRoot %q does not exist (%s)", m.cfg.CgroupRoot, dir)
+			}
+		}
+	}
+	nodeRC, err := m.nodeAllocatableConfig()
+	if err != nil {
+		return err
+	}
+	if err := m.create(m.root, nil); err != nil {
+		return fmt.Errorf("create the node allocatable cgroup %s: %w", m.Name(m.root), err)
+	}
+	if err := m.apply(m.root, nodeRC); err != nil {
+		// Upstream keeps retrying this in the background with an event;
+		// pods can run meanwhile.
+		klog.ErrorS(err, "Failed to enforce node allocatable limits on the pods' cgroup", "cgroup", m.Name(m.root))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, class := range []v1.PodQOSClass{v1.PodQOSBurstable, v1.PodQOSBestEffort} {
+		rc := &ResourceConfig{HugePageLimit: unboundedHugePages(m.pageSizes)}
+		if class == v1.PodQOSBestEffort {
+			shares := int64(MinShares)
+			rc.CPUShares = &shares
+		}
+		name := m.qosName(class)
+		if err := m.create(name, rc); err != nil {
+			return fmt.Errorf("create the top level %s QOS cgroup %s: %w", class, m.Name(name), err)
+		}
+	}
+	m.burstableShares = 0
+	return m.updateBurstableLocked()
+}
+
+// validate checks that the controllers pods are limited with are there.
+func (m *Manager) validate() error {
+	var missing []string
+	if m.v2 {
+		have := map[string]bool{}
+		data, _ := os.ReadFile(filepath.Join(m.cfg.MountRoot, "cgroup.controllers"))
+		for _, c := range strings.Fields(string(data)) {
+			have[c] = true
+		}
+		for _, c := range []string{"cpu", "cpuset", "memory"} {
+			if !have[c] {
+				missing = append(missing, c)
+			}
+		}
+	} else {
+		for c, file := range map[string]string{"cpu": "cpu.shares", "cpuacct": "cpuacct.usage", "cpuset": "cpuset.cpus", "memory": "memory.limit_in_bytes"} {
+			if m.hierarchyWith(file) == "" {
+				missing = append(missing, c)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("cgroup controllers not mounted under %s: %v", m.cfg.MountRoot, missing)
+	}
+	return nil
+}
+
+// hierarchyWith is the v1 hierarchy whose root has file.
+func (m *Manager) hierarchyWith(file string) string {
+	for _, h := range m.hierarchies {
+		if exists(filepath.Join(h, file)) {
+			return h
+		}
+	}
+	return ""
+}
+
+// nodeAllocatableConfig is kubepods' configuration: capacity, minus the
+// reservations when enforceNodeAllocatable has "pods".
+func (m *Manager) nodeAllocatableConfig() (*ResourceConfig, error) {
+	alloc, err := m.cfg.Capacity()
+	if err != nil {
+		return nil, fmt.Errorf("machine capacity: %w", err)
+	}
+	if slices.Contains(m.cfg.EnforceNodeAllocatable, "pods") {
+		alloc = alloc.DeepCopy()
+		for _, reserved := range []map[string]string{m.cfg.KubeReserved, m.cfg.SystemReserved} {
+			for k, v := range reserved {
+				q, err := resource.ParseQuantity(v)
+				if err != nil {
+					return nil, fmt.Errorf("reserved %s=%q: %w", k, v, err)
+				}
+				if c, ok := alloc[v1.ResourceName(k)]; ok {
+					c.Sub(q)
+					if c.Sign() < 0 {
+						c = resource.Quantity{}
+					}
+					alloc[v1.ResourceName(k)] = c
+				}
+			}
+		}
+	}
+	rc := &ResourceConfig{HugePageLimit: HugePageLimits(alloc)}
+	if q, ok := alloc[v1.ResourceMemory]; ok {
+		v := q.Value()
+		rc.Memory = &v
+	}
+	if q, ok := alloc[v1.ResourceCPU]; ok {
+		v := MilliCPUToShares(q.MilliValue())
+		rc.CPUShares = &v
+	}
+	if q, ok := alloc[resourcePID]; ok {
+		v := q.Value()
+		rc.PidsLimit = &v
+	}
+	return rc, nil
+}
+
+// machineCapacity reads cpu (online CPUs), memory (MemTotal), pid
+// (pid_max) and hugepages-<size> (pages reserved × size).
+func (m *Manager) machineCapacity() (v1.ResourceList, error) {
+	mem, err := memTotal(filepath.Join(m.cfg.ProcRoot, "meminfo"))
+	if err != nil {
+		return nil, err
+	}
+	out := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
+	}
+	if data, err := os.ReadFile(filepath.Join(m.cfg.ProcRoot, "sys/kernel/pid_max")); err == nil {
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil {
+			out[resourcePID] = *resource.NewQuantity(v, resource.DecimalSI)
+		}
+	}
+	names, _ := readDirNames(m.cfg.HugePagesDir)
+	for _, n := range names {
+		sizes := pageSizesFromNames([]string{n})
+		if len(sizes) != 1 {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(m.cfg.HugePagesDir, n, "nr_hugepages"))
+		if err != nil {
+			continue
+		}
+		pages, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		name := v1.ResourceName(v1.ResourceHugePagesPrefix + resource.NewQuantity(sizes[0], resource.BinarySI).String())
+		out[name] = *resource.NewQuantity(pages*sizes[0], resource.BinarySI)
+	}
+	return out, nil
+}
+
+func memTotal(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", path, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no MemTotal in %s", path)
+}
+
+// qosName is the cgroup of a QoS class: Guaranteed pods go directly under
+// kubepods, as upstream.
+func (m *Manager) qosName(class v1.PodQOSClass) CgroupName {
+	switch class {
+	case v1.PodQOSBurstable:
+		return NewCgroupName(m.root, "burstable")
+	case v1.PodQOSBestEffort:
+		return NewCgroupName(m.root, "besteffort")
+	default:
+		return m.root
+	}
+}
+
+// PodCgroupName is the pod's cgroup: pod<uid> under its QoS cgroup.
+func (m *Manager) PodCgroupName(pod *v1.Pod) CgroupName {
+	return NewCgroupName(m.qosName(podspec.QOSClass(pod)), podCgroupPrefix+string(pod.UID))
+}
+
+// PodsCgroup is where pods go, as the driver spells it: kubepods under
+// cgroupRoot ("/kubepods" or "/kubepods.slice"), or cgroupRoot without
+// CgroupsPerQOS.
+func (m *Manager) PodsCgroup() string { return m.Name(m.root) }
+
+// Name is a cgroup as the driver spells it, what CRI's CgroupParent takes:
+// "/kubepods/burstable/pod<uid>" (cgroupfs) or
+// "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice"
+// (systemd; runtimes use its last element).
+func (m *Manager) Name(n CgroupName) string {
+	if m.cfg.Driver == DriverSystemd {
+		return n.ToSystemd()
+	}
+	return n.ToCgroupfs()
+}
+
+// dir is a cgroup's directory in hierarchy h.
+func (m *Manager) dir(h string, n CgroupName) string {
+	return filepath.Join(h, filepath.FromSlash(m.Name(n)))
+}
+
+// EnsurePod creates the pod's cgroup (and any missing parent) in every
+// hierarchy, applies the pod-level limits of ResourceConfigForPod and
+// returns the cgroup's name for the runtime. The work is done once per pod
+// and process, again only when the cgroup went away. Without CgroupsPerQOS
+// it returns cgroupRoot ("" when that is the root: the runtime's default).
+func (m *Manager) EnsurePod(pod *v1.Pod) (string, error) {
+	if !m.cfg.CgroupsPerQOS {
+		if len(m.root) == 0 {
+			return "", nil
+		}
+		return m.Name(m.root), nil
+	}
+	name := m.PodCgroupName(pod)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ensured[pod.UID] && m.existsAll(name) {
+		return m.Name(name), nil
+	}
+	period := int64(QuotaPeriod)
+	if m.cfg.CPUCFSQuotaPeriod > 0 {
+		period = int64(m.cfg.CPUCFSQuotaPeriod / time.Microsecond)
+	}
+	rc := ResourceConfigForPod(pod, !m.cfg.DisableCPUCFSQuota, period)
+	if m.cfg.PodPidsLimit > 0 {
+		v := m.cfg.PodPidsLimit
+		rc.PidsLimit = &v
+	}
+	if podspec.QOSClass(pod) == v1.PodQOSBurstable {
+		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+		m.burstable[pod.UID] = req.Cpu().MilliValue()
+		if err := m.updateBurstableLocked(); err != nil {
+			klog.ErrorS(err, "Failed to update the burstable QoS cgroup")
+		}
+	}
+	if err := m.create(name, rc); err != nil {
+		return "", err
+	}
+	m.ensured[pod.UID] = true
+	return m.Name(name), nil
+}
+
+// updateBurstableLocked gives kubepods/burstable the shares of its pods' cpu
+// requests (2 when none), written when it changes.
+func (m *Manager) updateBurstableLocked() error {
+	var sum int64
+	for _, v := range m.burstable {
+		sum += v
+	}
+	shares := MilliCPUToShares(sum)
+	if shares == m.burstableShares {
+		return nil
+	}
+	if err := m.apply(m.qosName(v1.PodQOSBurstable), &ResourceConfig{CPUShares: &shares}); err != nil {
+		return err
+	}
+	m.burstableShares = shares
+	return nil
+}
+
+// create makes the cgroup n and its missing parents in every hierarchy
+// (cgroup v1: cpuset cpus and mems copied from the parent; v2: the
+// controllers enabled in each parent's subtree_control), then applies rc.
+func (m *Manager) create(n CgroupName, rc *ResourceConfig) error {
+	rel := strings.Split(strings.Trim(m.Name(n), "/"), "/")
+	for _, h := range m.hierarchies {
+		dir := h
+		for _, part := range rel {
+			if part == "" {
+				continue
+			}
+			parent := dir
+			dir = filepath.Join(dir, part)
+			if exists(dir) {
+				continue
+			}
+			if m.v2 {
+				enableControllers(parent)
+			}
+			if err := m.cfg.mkdir(dir); err != nil && !errors.Is(err, os.ErrExist) {
+				return err
+			}
+			if !m.v2 {
+				if err := copyCpuset(parent, dir); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if rc == nil {
+		return nil
+	}
+	return m.apply(n, rc)
+}
+
+// v2Controllers are the controllers enabled for pods on cgroup v2.
+var v2Controllers = []string{"cpu", "cpuset", "memory", "pids", "hugetlb", "io"}
+
+// enableControllers enables in dir's subtree_control the controllers
+// nodelet limits with, among those dir has.
+func enableControllers(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return
+	}
+	enabled, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	have := strings.Fields(string(data))
+	on := strings.Fields(string(enabled))
+	var add []string
+	for _, c := range v2Controllers {
+		if slices.Contains(have, c) && !slices.Contains(on, c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	file := filepath.Join(dir, "cgroup.subtree_control")
+	if os.WriteFile(file, []byte(strings.Join(add, " ")), 0) == nil {
+		return
+	}
+	// One at a time: one the kernel refuses does not stop the others.
+	for _, c := range add {
+		_ = os.WriteFile(file, []byte(c), 0)
+	}
+}
+
+// copyCpuset gives a new v1 cpuset cgroup its parent's cpus and mems: a
+// cpuset cgroup without them cannot hold a process.
+func copyCpuset(parent, dir string) error {
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		cur, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || strings.TrimSpace(string(cur)) != "" {
+			continue
+		}
+		v, err := os.ReadFile(filepath.Join(parent, f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), v, 0); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(dir, f), err)
+		}
+	}
+	return nil
+}
+
+// apply writes rc into the cgroup n of every hierarchy that has the files.
+func (m *Manager) apply(n CgroupName, rc *ResourceConfig) error {
+	var errs []error
+	for _, h := range m.hierarchies {
+		dir := m.dir(h, n)
+		if m.v2 {
+			errs = append(errs, m.applyV2(dir, rc))
+		} else {
+			errs = append(errs, m.applyV1(dir, rc))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) applyV1(dir string, rc *ResourceConfig) error {
+	var errs []error
+	w := func(file string, v int64) {
+		errs = append(errs, writeIfExists(dir, file, strconv.FormatInt(v, 10)))
+	}
+	if rc.CPUShares != nil {
+		w("cpu.shares", *rc.CPUShares)
+	}
+	if rc.CPUPeriod != nil || rc.CPUQuota != nil {
+		// As runc: the period first, unless the current quota does not fit
+		// the new period.
+		quota := func() {
+			if rc.CPUQuota != nil {
+				w("cpu.cfs_quota_us", *rc.CPUQuota)
+			}
+		}
+		if rc.CPUPeriod != nil {
+			if err := writeIfExists(dir, "cpu.cfs_period_us", strconv.FormatInt(*rc.CPUPeriod, 10)); err != nil {
+				quota()
+				w("cpu.cfs_period_us", *rc.CPUPeriod)
+			} else {
+				quota()
+			}
+		} else {
+			quota()
+		}
+	}
+	if rc.Memory != nil && *rc.Memory > 0 {
+		w("memory.limit_in_bytes", *rc.Memory)
+	}
+	if rc.PidsLimit != nil {
+		v := "max"
+		if *rc.PidsLimit > 0 {
+			v = strconv.FormatInt(*rc.PidsLimit, 10)
+		}
+		errs = append(errs, writeIfExists(dir, "pids.max", v))
+	}
+	if rc.HugePageLimit != nil {
+		for _, size := range m.pageSizes {
+			v := "-1"
+			if l := rc.HugePageLimit[size]; l != math.MaxInt64 {
+				v = strconv.FormatInt(l, 10)
+			}
+			errs = append(errs, writeIfExists(dir, "hugetlb."+byteSizeUnit(size)+".limit_in_bytes", v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) applyV2(dir string, rc *ResourceConfig) error {
+	var errs []error
+	w := func(file, v string) { errs = append(errs, writeIfExists(dir, file, v)) }
+	if rc.CPUShares != nil {
+		w("cpu.weight", strconv.FormatInt(CPUSharesToWeight(*rc.CPUShares), 10))
+	}
+	if rc.CPUQuota != nil || rc.CPUPeriod != nil {
+		quota := "max"
+		if rc.CPUQuota != nil && *rc.CPUQuota > 0 {
+			quota = strconv.FormatInt(*rc.CPUQuota, 10)
+		}
+		period := int64(QuotaPeriod)
+		if rc.CPUPeriod != nil && *rc.CPUPeriod > 0 {
+			period = *rc.CPUPeriod
+		}
+		w("cpu.max", quota+" "+strconv.FormatInt(period, 10))
+	}
+	if rc.Memory != nil && *rc.Memory > 0 {
+		w("memory.max", strconv.FormatInt(*rc.Memory, 10))
+	}
+	if rc.PidsLimit != nil {
+		v := "max"
+		if *rc.PidsLimit > 0 {
+			v = strconv.FormatInt(*rc.PidsLimit, 10)
+		}
+		w("pids.max", v)
+	}
+	if rc.HugePageLimit != nil {
+		for _, size := range m.pageSizes {
+			v := "max"
+			if l := rc.HugePageLimit[size]; l != math.MaxInt64 {
+				v = strconv.FormatInt(l, 10)
+			}
+			w("hugetlb."+byteSizeUnit(size)+".max", v)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeIfExists writes v to dir/file when the file is there (its
+// controller is in this hierarchy).
+func writeIfExists(dir, file, v string) error {
+	p := filepath.Join(dir, file)
+	if !exists(p) {
+		return nil
+	}
+	if err := os.WriteFile(p, []byte(v), 0); err != nil {
+		return fmt.Errorf("write %s to %s: %w", v, p, err)
+	}
+	return nil
+}
+
+// existsAll tells whether the cgroup n is in every hierarchy.
+func (m *Manager) existsAll(n CgroupName) bool {
+	for _, h := range m.hierarchies {
+		if !exists(m.dir(h, n)) {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrNotEmpty is returned when a pod cgroup to remove still has processes.
+var ErrNotEmpty = errors.New("cgroup still has processes")
+
+// podDirs lists the directories of pod uid's cgroup in every hierarchy,
+// whatever its QoS class.
+func (m *Manager) podDirs(uid types.UID) []string {
+	var out []string
+	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
+		n := NewCgroupName(m.qosName(class), podCgroupPrefix+string(uid))
+		for _, h := range m.hierarchies {
+			if d := m.dir(h, n); exists(d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// RemovePod removes the pod's cgroup, with the empty cgroups the runtime
+// left below it, from every hierarchy. A cgroup still holding a process is
+// left alone and reported (ErrNotEmpty). No cgroup is no error.
+func (m *Manager) RemovePod(uid types.UID) error {
+	if !m.cfg.CgroupsPerQOS {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dirs := m.podDirs(uid)
+	if err := m.removeLocked(uid, dirs); err != nil {
+		return err
+	}
+	m.forgetLocked(uid)
+	return nil
+}
+
+func (m *Manager) forgetLocked(uid types.UID) {
+	delete(m.ensured, uid)
+	if _, ok := m.burstable[uid]; ok {
+		delete(m.burstable, uid)
+		if err := m.updateBurstableLocked(); err != nil {
+			klog.ErrorS(err, "Failed to update the burstable QoS cgroup")
+		}
+	}
+}
+
+func (m *Manager) removeLocked(uid types.UID, dirs []string) error {
+	for _, d := range dirs {
+		if pids := procsIn(d); len(pids) > 0 {
+			return fmt.Errorf("pod %s cgroup %s: %w (%s)", uid, d, ErrNotEmpty, strings.Join(pids, " "))
+		}
+	}
+	var errs []error
+	for _, d := range dirs {
+		errs = append(errs, m.removeTree(d))
+	}
+	return errors.Join(errs...)
+}
+
+// removeTree removes dir and the cgroups below it, deepest first.
+func (m *Manager) removeTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := m.removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.cfg.rmdir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
+// procsIn lists the processes in dir's cgroup and below.
+func procsIn(dir string) []string {
+	var out []string
+	data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	out = append(out, strings.Fields(string(data))...)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, procsIn(filepath.Join(dir, e.Name()))...)
+		}
+	}
+	return out
+}
+
+// CleanupOrphans removes the cgroups of pods keep does not want: those
+// holding no process and not changed for OrphanGrace (what a failed
+// RemovePod, or a pod removed while nodelet was down, leaves). It returns
+// the pods whose cgroups were removed.
+func (m *Manager) CleanupOrphans(keep func(types.UID) bool) ([]types.UID, error) {
+	if !m.cfg.CgroupsPerQOS {
+		return nil, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid := range m.ensured {
+		if !keep(uid) {
+			m.forgetLocked(uid)
+		}
+	}
+	for uid := range m.burstable {
+		if !keep(uid) {
+			m.forgetLocked(uid)
+		}
+	}
+	found := map[types.UID][]string{}
+	var order []types.UID
+	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
+		qos := m.qosName(class)
+		for _, h := range m.hierarchies {
+			qdir := m.dir(h, qos)
+			entries, _ := os.ReadDir(qdir)
+			for _, e := range entries {
+				if !e.IsDir() {
+					continue
+				}
+				n := e.Name()
+				uid, ok := m.podUIDFromDir(n)
+				if !ok {
+					continue
+				}
+				if _, seen := found[uid]; !seen {
+					order = append(order, uid)
+				}
+				found[uid] = append(found[uid], filepath.Join(qdir, n))
+			}
+		}
+	}
+	now := m.cfg.Now()
+	var removed []types.UID
+	var errs []error
+	for _, uid := range order {
+		dirs := found[uid]
+		if keep(uid) || m.youngerThan(dirs, now.Add(-OrphanGrace)) {
+			continue
+		}
+		err := m.removeLocked(uid, dirs)
+		if errors.Is(err, ErrNotEmpty) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, uid)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// youngerThan tells whether one of dirs changed after t.
+func (m *Manager) youngerThan(dirs []string, t time.Time) bool {
+	for _, d := range dirs {
+		if st, err := os.Stat(d); err == nil && st.ModTime().After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// podUIDFromDir is the pod UID of a pod cgroup's directory name:
+// pod<uid> (cgroupfs) or <parent slices>-pod<uid_>.slice (systemd).
+func (m *Manager) podUIDFromDir(name string) (types.UID, bool) {
+	if m.cfg.Driver == DriverSystemd {
+		base, ok := strings.CutSuffix(name, ".slice")
+		if !ok {
+			return "", false
+		}
+		i := strings.LastIndex(base, "-"+podCgroupPrefix)
+		if i < 0 {
+			return "", false
+		}
+		uid := base[i+1+len(podCgroupPrefix):]
+		return types.UID(strings.ReplaceAll(uid, "_", "-")), uid != ""
+	}
+	uid, ok := strings.CutPrefix(name, podCgroupPrefix)
+	return types.UID(uid), ok && uid != ""
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func readDirNames(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out, nil
+}

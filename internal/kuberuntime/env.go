@@ -1,0 +1,256 @@
+package kuberuntime
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ObjectGetter reads the ConfigMaps and Secrets that env refers to
+// (internal/volumes' cached API getter in cluster mode).
+type ObjectGetter interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// ServiceEnv returns the service environment variables of a pod in
+// namespace (the cluster's "kubernetes" service always, the namespace's
+// services when enableServiceLinks), or an error while services are unknown.
+type ServiceEnv func(namespace string, enableServiceLinks bool) (map[string]string, error)
+
+// buildEnv computes a container's environment as upstream does: envFrom
+// sources first (in order, with their prefix; keys that are not valid
+// variable names are skipped and reported), then env (values expanded with
+// $(VAR) against what is defined so far and the service variables), then
+// the service variables not otherwise defined. A later definition of a name
+// replaces an earlier one. A required ConfigMap, Secret or key that is
+// missing is an error (CreateContainerConfigError).
+func (m *Manager) buildEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, facts podFacts) ([]*runtimeapi.KeyValue, []string, error) {
+	var order []string
+	values := map[string]string{}
+	set := func(k, v string) {
+		if _, ok := values[k]; !ok {
+			order = append(order, k)
+		}
+		values[k] = v
+	}
+	var invalid []string
+
+	var services map[string]string
+	if m.cfg.ServiceEnv != nil {
+		links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
+		s, err := m.cfg.ServiceEnv(pod.Namespace, links)
+		if err != nil {
+			return nil, nil, err
+		}
+		services = s
+	}
+
+	for _, from := range c.EnvFrom {
+		var data map[string]string
+		switch {
+		case from.ConfigMapRef != nil:
+			ref := from.ConfigMapRef
+			optional := ref.Optional != nil && *ref.Optional
+			cm, err := m.configMap(ctx, pod.Namespace, ref.Name)
+			if err != nil {
+				if optional && apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, nil, err
+			}
+			data = cm.Data
+		case from.SecretRef != nil:
+			ref := from.SecretRef
+			optional := ref.Optional != nil && *ref.Optional
+			sec, err := m.secret(ctx, pod.Namespace, ref.Name)
+			if err != nil {
+				if optional && apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, nil, err
+			}
+			data = map[string]string{}
+			for k, v := range sec.Data {
+				data[k] = string(v)
+			}
+		}
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			name := from.Prefix + k
+			if errs := validation.IsRelaxedEnvVarName(name); len(errs) > 0 {
+				invalid = append(invalid, name)
+				continue
+			}
+			set(name, data[k])
+		}
+	}
+
+	lookup := func(name string) (string, bool) {
+		if v, ok := values[name]; ok {
+			return v, true
+		}
+		v, ok := services[name]
+		return v, ok
+	}
+	for _, e := range c.Env {
+		value := e.Value
+		switch src := e.ValueFrom; {
+		case src == nil:
+			value = expand(value, lookup)
+		case src.FieldRef != nil:
+			v, err := fieldValue(pod, src.FieldRef.FieldPath, facts)
+			if err != nil {
+				return nil, nil, fmt.Errorf("env %q: %w", e.Name, err)
+			}
+			value = v
+		case src.ResourceFieldRef != nil:
+			v, err := m.resourceValue(pod, c, src.ResourceFieldRef)
+			if err != nil {
+				return nil, nil, fmt.Errorf("env %q: %w", e.Name, err)
+			}
+			value = v
+		case src.ConfigMapKeyRef != nil:
+			ref := src.ConfigMapKeyRef
+			optional := ref.Optional != nil && *ref.Optional
+			cm, err := m.configMap(ctx, pod.Namespace, ref.Name)
+			if err != nil {
+				if optional && apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, nil, err
+			}
+			v, ok := cm.Data[ref.Key]
+			if !ok {
+				if optional {
+					continue
+				}
+				return nil, nil, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
+			}
+			value = v
+		case src.SecretKeyRef != nil:
+			ref := src.SecretKeyRef
+			optional := ref.Optional != nil && *ref.Optional
+			sec, err := m.secret(ctx, pod.Namespace, ref.Name)
+			if err != nil {
+				if optional && apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, nil, err
+			}
+			v, ok := sec.Data[ref.Key]
+			if !ok {
+				if optional {
+					continue
+				}
+				return nil, nil, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
+			}
+			value = string(v)
+		default:
+			return nil, nil, fmt.Errorf("env %q: unsupported valueFrom", e.Name)
+		}
+		set(e.Name, value)
+	}
+
+	keys := make([]string, 0, len(services))
+	for k := range services {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, ok := values[k]; !ok {
+			set(k, services[k])
+		}
+	}
+	out := make([]*runtimeapi.KeyValue, 0, len(order))
+	for _, k := range order {
+		out = append(out, &runtimeapi.KeyValue{Key: k, Value: []byte(values[k])})
+	}
+	return out, invalid, nil
+}
+
+func (m *Manager) configMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+	if m.cfg.Objects == nil {
+		return nil, fmt.Errorf("configmap %q: ConfigMaps need an API server", name)
+	}
+	return m.cfg.Objects.ConfigMap(ctx, ns, name)
+}
+
+func (m *Manager) secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
+	if m.cfg.Objects == nil {
+		return nil, fmt.Errorf("secret %q: Secrets need an API server", name)
+	}
+	return m.cfg.Objects.Secret(ctx, ns, name)
+}
+
+// resourceValue is a resourceFieldRef's value as upstream computes it: the
+// quantity divided by the divisor, rounded up; a limit that is not set is
+// the node's allocatable.
+func (m *Manager) resourceValue(pod *v1.Pod, self *v1.Container, ref *v1.ResourceFieldSelector) (string, error) {
+	c := self
+	if ref.ContainerName != "" && ref.ContainerName != self.Name {
+		c = nil
+		for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+			for i := range list {
+				if list[i].Name == ref.ContainerName {
+					c = &list[i]
+				}
+			}
+		}
+		if c == nil {
+			return "", fmt.Errorf("container %q not found", ref.ContainerName)
+		}
+	}
+	var alloc v1.ResourceList
+	if m.cfg.NodeAllocatable != nil {
+		alloc = m.cfg.NodeAllocatable()
+	}
+	return ResourceFieldValue(c, alloc, ref)
+}
+
+// ResourceFieldValue resolves a resourceFieldRef against container c, with
+// allocatable standing in for limits that are not set.
+func ResourceFieldValue(c *v1.Container, allocatable v1.ResourceList, ref *v1.ResourceFieldSelector) (string, error) {
+	kind, res, ok := strings.Cut(ref.Resource, ".")
+	if !ok || (kind != "limits" && kind != "requests") {
+		return "", fmt.Errorf("unsupported resource %q", ref.Resource)
+	}
+	name := v1.ResourceName(res)
+	var q resource.Quantity
+	if kind == "limits" {
+		if v, ok := c.Resources.Limits[name]; ok {
+			q = v
+		} else if v, ok := allocatable[name]; ok {
+			q = v
+		}
+	} else if v, ok := c.Resources.Requests[name]; ok {
+		q = v
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	switch name {
+	case v1.ResourceCPU:
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
+		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+	}
+	if strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+	}
+	return "", fmt.Errorf("unsupported resource %q", ref.Resource)
+}

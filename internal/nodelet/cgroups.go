@@ -1,0 +1,71 @@
+package nodelet
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/cm"
+)
+
+// startCgroups creates the pod cgroup manager from the configuration
+// (cgroupDriver, cgroupRoot, cgroupsPerQOS, cpuCFSQuota, cpuCFSQuotaPeriod,
+// podPidsLimit, the reservations and enforceNodeAllocatable) and creates
+// the QoS hierarchy. As upstream, failing to is fatal: pods would run
+// without their limits.
+func (n *Nodelet) startCgroups(ctx context.Context) error {
+	cfg := &n.opts.Config
+	c := cm.Config{
+		Driver:                 cfg.CgroupDriver,
+		CgroupRoot:             cfg.CgroupRoot,
+		CgroupsPerQOS:          cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS,
+		KubeReserved:           cfg.KubeReserved,
+		SystemReserved:         cfg.SystemReserved,
+		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable,
+		DisableCPUCFSQuota:     cfg.CPUCFSQuota != nil && !*cfg.CPUCFSQuota,
+	}
+	if cfg.CPUCFSQuotaPeriod != nil {
+		c.CPUCFSQuotaPeriod = cfg.CPUCFSQuotaPeriod.Duration
+	}
+	if cfg.PodPidsLimit != nil {
+		c.PodPidsLimit = *cfg.PodPidsLimit
+	}
+	m, err := cm.New(c)
+	if err == nil {
+		err = m.Start()
+	}
+	if err != nil {
+		return fmt.Errorf("failed to start the container manager (pod cgroups, cgroupDriver %s, cgroupRoot %q, cgroupsPerQOS %v): %w",
+			c.Driver, c.CgroupRoot, c.CgroupsPerQOS, err)
+	}
+	n.cgroups = m
+	version := "v1"
+	if m.CgroupV2() {
+		version = "v2"
+	}
+	klog.FromContext(ctx).Info("Pod cgroups ready", "cgroupVersion", version, "driver", c.Driver, "cgroupsPerQOS", c.CgroupsPerQOS,
+		"podsCgroup", m.PodsCgroup())
+	return nil
+}
+
+// removePodCgroups removes a terminated pod's cgroups; what cannot be
+// removed yet is left to housekeeping (cleanupPodCgroups).
+func (n *Nodelet) removePodCgroups(ctx context.Context, uid types.UID) {
+	if err := n.cgroups.RemovePod(uid); err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot remove the pod's cgroups yet", "podUID", uid)
+	}
+}
+
+// cleanupPodCgroups removes the empty cgroups of pods that are gone.
+func (n *Nodelet) cleanupPodCgroups(ctx context.Context, keep func(types.UID) bool) {
+	removed, err := n.cgroups.CleanupOrphans(keep)
+	logger := klog.FromContext(ctx)
+	for _, uid := range removed {
+		logger.V(2).Info("Removed the cgroups of a removed pod", "podUID", uid)
+	}
+	if err != nil {
+		logger.Error(err, "Cannot remove the cgroups of removed pods")
+	}
+}

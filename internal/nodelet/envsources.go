@@ -1,0 +1,62 @@
+package nodelet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/internal/nodestatus"
+	"github.com/nodelet/nodelet/internal/source/services"
+)
+
+// setupEnvSources gives the runtime manager what container environments
+// refer to in cluster mode: ConfigMaps and Secrets (the cached API getter)
+// and the Services (an informer, started by Run).
+func (n *Nodelet) setupEnvSources() {
+	if n.client == nil {
+		return
+	}
+	n.runtime.SetEnvSources(n.apiGetter, n.services().Env, n.runtimeHandler)
+}
+
+// services returns the Service informer, created on first use.
+func (n *Nodelet) services() *services.Source {
+	n.servicesOnce.Do(func() { n.serviceSource = services.New(n.client) })
+	return n.serviceSource
+}
+
+var machineAllocatable struct {
+	once sync.Once
+	list v1.ResourceList
+}
+
+// allocatable is the node's allocatable: from the Node in cluster mode,
+// else computed from the machine once.
+func (n *Nodelet) allocatable() v1.ResourceList {
+	if n.nodeStatus != nil {
+		if node := n.nodeStatus.Node(); node != nil && len(node.Status.Allocatable) > 0 {
+			return node.Status.Allocatable
+		}
+	}
+	machineAllocatable.once.Do(func() {
+		machineAllocatable.list = nodestatus.MachineAllocatable(&n.opts.Config, n.opts.RootDir)
+	})
+	return machineAllocatable.list
+}
+
+// runtimeHandler resolves a RuntimeClass to its handler through the API
+// (a pod's RuntimeClass rarely changes: no cache beyond the client's).
+func (n *Nodelet) runtimeHandler(ctx context.Context, name string) (string, error) {
+	rc, err := n.client.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("RuntimeClass %q not found", name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("RuntimeClass %q: %w", name, err)
+	}
+	return rc.Handler, nil
+}

@@ -1,0 +1,53 @@
+package podspec
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Unsupported lists the fields of pod that nodelet (with containerd 1.6)
+// cannot honour, so the pod is refused with a clear reason instead of
+// running without them. Empty when everything is supported.
+func Unsupported(pod *v1.Pod) []string {
+	var out []string
+	spec := &pod.Spec
+	if spec.OS != nil && spec.OS.Name != v1.Linux {
+		out = append(out, fmt.Sprintf("spec.os.name %q (this is a Linux node)", spec.OS.Name))
+	}
+	if spec.HostUsers != nil && !*spec.HostUsers {
+		out = append(out, "spec.hostUsers: false (user namespaces need containerd 2)")
+	}
+	if len(spec.ResourceClaims) > 0 {
+		out = append(out, "spec.resourceClaims (dynamic resource allocation)")
+	}
+	all := func(f func(path string, c *v1.Container)) {
+		for i := range spec.InitContainers {
+			f(fmt.Sprintf("spec.initContainers[%d]", i), &spec.InitContainers[i])
+		}
+		for i := range spec.Containers {
+			f(fmt.Sprintf("spec.containers[%d]", i), &spec.Containers[i])
+		}
+		for i := range spec.EphemeralContainers {
+			f(fmt.Sprintf("spec.ephemeralContainers[%d]", i), (*v1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
+		}
+	}
+	all(func(path string, c *v1.Container) {
+		if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
+			out = append(out, path+".lifecycle.stopSignal (not supported by containerd 1.6)")
+		}
+		if len(c.VolumeDevices) > 0 {
+			out = append(out, path+".volumeDevices (block volumes)")
+		}
+		if len(c.Resources.Claims) > 0 {
+			out = append(out, path+".resources.claims (dynamic resource allocation)")
+		}
+	})
+	return out
+}
+
+// UnsupportedMessage is the refusal message for Unsupported's list.
+func UnsupportedMessage(fields []string) string {
+	return "Pod uses what this node cannot provide: " + strings.Join(fields, "; ")
+}

@@ -1,0 +1,120 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Source keeps every Service of the cluster in an informer cache.
+type Source struct {
+	factory informers.SharedInformerFactory
+	lister  corelisters.ServiceLister
+	synced  cache.InformerSynced
+}
+
+// New returns a Source; Run starts it.
+func New(client kubernetes.Interface) *Source {
+	f := informers.NewSharedInformerFactory(client, 0)
+	inf := f.Core().V1().Services()
+	return &Source{factory: f, lister: inf.Lister(), synced: inf.Informer().HasSynced}
+}
+
+// Run starts the informer until ctx is done.
+func (s *Source) Run(ctx context.Context) {
+	s.factory.Start(ctx.Done())
+	<-ctx.Done()
+	s.factory.Shutdown()
+}
+
+// Env returns the service variables for a pod in namespace: the
+// "kubernetes" service of the default namespace always, and every service
+// of the namespace with a cluster IP when enableServiceLinks. It fails
+// until the services have been listed once, as upstream.
+func (s *Source) Env(namespace string, enableServiceLinks bool) (map[string]string, error) {
+	if !s.synced() {
+		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars")
+	}
+	all, err := s.lister.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*v1.Service{}
+	for _, svc := range all {
+		if !hasClusterIP(svc) {
+			continue
+		}
+		switch {
+		case svc.Namespace == metav1.NamespaceDefault && svc.Name == "kubernetes":
+			if _, ok := byName[svc.Name]; !ok {
+				byName[svc.Name] = svc
+			}
+		case svc.Namespace == namespace && enableServiceLinks:
+			byName[svc.Name] = svc
+		}
+	}
+	env := map[string]string{}
+	for _, svc := range byName {
+		FromService(svc, env)
+	}
+	return env, nil
+}
+
+func hasClusterIP(s *v1.Service) bool {
+	return s.Spec.ClusterIP != "" && s.Spec.ClusterIP != v1.ClusterIPNone
+}
+
+// FromService adds the variables of one service to env, as upstream's
+// envvars.FromServices.
+func FromService(s *v1.Service, env map[string]string) {
+	name := makeName(s.Name)
+	env[name+"_SERVICE_HOST"] = s.Spec.ClusterIP
+	if len(s.Spec.Ports) == 0 {
+		return
+	}
+	env[name+"_SERVICE_PORT"] = strconv.Itoa(int(s.Spec.Ports[0].Port))
+	for _, p := range s.Spec.Ports {
+		if p.Name != "" {
+			env[name+"_SERVICE_PORT_"+makeName(p.Name)] = strconv.Itoa(int(p.Port))
+		}
+	}
+	// Docker-compatible link variables.
+	first := s.Spec.Ports[0]
+	env[name+"_PORT"] = linkURL(first, s.Spec.ClusterIP)
+	for _, p := range s.Spec.Ports {
+		proto := strings.ToUpper(string(p.Protocol))
+		if proto == "" {
+			proto = "TCP"
+		}
+		prefix := fmt.Sprintf("%s_PORT_%d_%s", name, p.Port, proto)
+		env[prefix] = linkURL(p, s.Spec.ClusterIP)
+		env[prefix+"_PROTO"] = strings.ToLower(proto)
+		env[prefix+"_PORT"] = strconv.Itoa(int(p.Port))
+		env[prefix+"_ADDR"] = s.Spec.ClusterIP
+	}
+}
+
+func linkURL(p v1.ServicePort, ip string) string {
+	proto := strings.ToLower(string(p.Protocol))
+	if proto == "" {
+		proto = "tcp"
+	}
+	host := ip
+	if strings.Contains(ip, ":") {
+		host = "[" + ip + "]"
+	}
+	return fmt.Sprintf("%s://%s:%d", proto, host, p.Port)
+}
+
+func makeName(s string) string {
+	return strings.ToUpper(strings.ReplaceAll(s, "-", "_"))
+}

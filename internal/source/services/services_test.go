@@ -1,0 +1,41 @@
+package services
+
+import (
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestFromService(t *testing.T) {
+	cases := []struct {
+		name string
+		svc  *v1.Service
+		want map[string]string
+	}{
+		{"no ports", &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: v1.ServiceSpec{ClusterIP: "10.0.0.2"}},
+			map[string]string{"X_SERVICE_HOST": "10.0.0.2"}},
+		{"named and udp ports", &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "my-db"}, Spec: v1.ServiceSpec{ClusterIP: "10.0.0.3",
+			Ports: []v1.ServicePort{{Name: "sql", Port: 5432, Protocol: v1.ProtocolTCP}, {Name: "dns-udp", Port: 53, Protocol: v1.ProtocolUDP}}}},
+			map[string]string{
+				"MY_DB_SERVICE_HOST": "10.0.0.3", "MY_DB_SERVICE_PORT": "5432",
+				"MY_DB_SERVICE_PORT_SQL": "5432", "MY_DB_SERVICE_PORT_DNS_UDP": "53",
+				"MY_DB_PORT":                "tcp://10.0.0.3:5432",
+				"MY_DB_PORT_5432_TCP":       "tcp://10.0.0.3:5432",
+				"MY_DB_PORT_5432_TCP_PROTO": "tcp", "MY_DB_PORT_5432_TCP_PORT": "5432", "MY_DB_PORT_5432_TCP_ADDR": "10.0.0.3",
+				"MY_DB_PORT_53_UDP":       "udp://10.0.0.3:53",
+				"MY_DB_PORT_53_UDP_PROTO": "udp", "MY_DB_PORT_53_UDP_PORT": "53", "MY_DB_PORT_53_UDP_ADDR": "10.0.0.3",
+			}},
+		{"ipv6", &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "v6"}, Spec: v1.ServiceSpec{ClusterIP: "fd00::1", Ports: []v1.ServicePort{{Port: 80, Protocol: v1.ProtocolTCP}}}},
+			map[string]string{"V6_SERVICE_HOST": "fd00::1", "V6_SERVICE_PORT": "80", "V6_PORT": "tcp://[fd00::1]:80",
+				"V6_PORT_80_TCP": "tcp://[fd00::1]:80", "V6_PORT_80_TCP_PROTO": "tcp", "V6_PORT_80_TCP_PORT": "80", "V6_PORT_80_TCP_ADDR": "fd00::1"}},
+	}
+	for _, tc := range cases {
+		got := map[string]string{}
+		FromService(tc.svc, got)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\n got %v\nwant %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// registerBuiltins registers the volume kinds nodelet provides itself.
+func (m *Manager) registerBuiltins() {
+	m.Register("emptyDir", &emptyDirPlugin{m: m})
+	m.Register("hostPath", hostPathPlugin{})
+	m.Register("configMap", &projectionPlugin{m: m, name: "kubernetes.io~configmap"})
+	m.Register("downwardAPI", &projectionPlugin{m: m, name: "kubernetes.io~downward-api"})
+	// Secrets and projected volumes (service account tokens) live in
+	// memory, never on disk, as upstream.
+	m.Register("secret", &projectionPlugin{m: m, name: "kubernetes.io~secret", tmpfs: true})
+	m.Register("projected", &projectionPlugin{m: m, name: "kubernetes.io~projected", tmpfs: true})
+}
+
+// emptyDirPlugin: a directory of the pod on the node's disk, or a tmpfs
+// sized by sizeLimit (medium Memory).
+type emptyDirPlugin struct{ m *Manager }
+
+func (*emptyDirPlugin) Name() string                    { return "kubernetes.io~empty-dir" }
+func (*emptyDirPlugin) CanSupport(spec *v1.Volume) bool { return spec.EmptyDir != nil }
+
+func (p *emptyDirPlugin) SetUp(_ context.Context, vol *Volume) (string, error) {
+	dir, src := vol.Dir, vol.Spec.EmptyDir
+	_, err := os.Lstat(dir)
+	fresh := errors.Is(err, os.ErrNotExist)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	switch src.Medium {
+	case v1.StorageMediumDefault:
+	case v1.StorageMediumMemory:
+		// A tmpfs, as large as sizeLimit (the kernel's default, half the
+		// memory, without one).
+		opts := ""
+		if l := src.SizeLimit; l != nil && l.Value() > 0 {
+			opts = fmt.Sprintf("size=%d", l.Value())
+		}
+		mounted, err := ensureTmpfs(dir, opts)
+		if err != nil {
+			return "", err
+		}
+		fresh = fresh || mounted
+	default:
+		return "", fmt.Errorf("emptyDir medium %q is not supported yet", src.Medium)
+	}
+	if fresh {
+		// As upstream: world-writable, so any container user can use it.
+		// Only when created: what the pod did to it since stays.
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return "", err
+		}
+	}
+	if vol.First || fresh {
+		if err := SetVolumeOwnership(dir, vol.FSGroup(), vol.FSGroupChangePolicy(), false); err != nil {
+			return "", fmt.Errorf("set the fsGroup: %w", err)
+		}
+	}
+	if src.Medium == v1.StorageMediumDefault && src.SizeLimit != nil && src.SizeLimit.Sign() > 0 {
+		p.m.watchUsage(vol.Pod, vol.Spec.Name, dir, *src.SizeLimit)
+	}
+	return dir, nil
+}
+
+func (*emptyDirPlugin) TearDown(_ context.Context, dir string) error { return unmountUnder(dir) }
+
+// hostPathPlugin: a path of the node, checked against its type (created for
+// the *OrCreate types). It has no directory of its own and nothing to tear
+// down: its contents belong to the node. fsGroup does not apply, as upstream.
+type hostPathPlugin struct{}
+
+func (hostPathPlugin) Name() string                    { return "kubernetes.io~host-path" }
+func (hostPathPlugin) CanSupport(spec *v1.Volume) bool { return spec.HostPath != nil }
+func (hostPathPlugin) SetUp(_ context.Context, vol *Volume) (string, error) {
+	return vol.Spec.HostPath.Path, checkHostPath(vol.Spec.HostPath)
+}
+func (hostPathPlugin) TearDown(context.Context, string) error { return nil }
+
+// projectionPlugin: configMap, secret, downwardAPI and projected volumes,
+// whose files nodelet writes (atomically) from the API objects and the pod,
+// on every sync, so that updates reach running pods.
+type projectionPlugin struct {
+	m     *Manager
+	name  string
+	tmpfs bool
+}
+
+func (p *projectionPlugin) Name() string { return p.name }
+func (p *projectionPlugin) CanSupport(spec *v1.Volume) bool {
+	return spec.ConfigMap != nil || spec.Secret != nil || spec.DownwardAPI != nil || spec.Projected != nil
+}
+
+func (p *projectionPlugin) SetUp(ctx context.Context, vol *Volume) (string, error) {
+	files, err := p.m.project(ctx, vol.Pod, vol.Spec)
+	if err != nil {
+		return "", err
+	}
+	dir := vol.Dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if p.tmpfs {
+		if _, err := ensureTmpfs(dir, ""); err != nil {
+			return "", err
+		}
+	}
+	// With an fsGroup, as upstream's ownership walk after each write: the
+	// group everywhere, files' modes | group read, directories | setgid.
+	gid := -1
+	rootMode := os.FileMode(0o755)
+	if g := vol.FSGroup(); g != nil {
+		gid = int(*g)
+		rootMode |= os.ModeSetgid
+		for k, f := range files {
+			f.mode |= roMask
+			files[k] = f
+		}
+	}
+	if err := ensureRoot(dir, gid, rootMode); err != nil {
+		return "", err
+	}
+	return dir, writeAtomic(dir, files, gid)
+}
+
+func (p *projectionPlugin) TearDown(_ context.Context, dir string) error {
+	if p.tmpfs {
+		return unmountUnder(dir)
+	}
+	return nil
+}
+
+// ensureRoot gives a volume's directory its mode and group (gid -1: leave
+// it), touching it only when they differ.
+func ensureRoot(dir string, gid int, mode os.FileMode) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st != nil && (gid < 0 || int(st.Gid) == gid) && fi.Mode()&(os.ModePerm|os.ModeSetgid) == mode {
+		return nil
+	}
+	return own(dir, -1, gid, mode)
+}
