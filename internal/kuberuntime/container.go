@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/cm"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // containerEnv is what the container's environment and the pod's facts
@@ -153,7 +154,7 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[
 		mounts = append(mounts, &runtimeapi.Mount{
 			ContainerPath: vm.MountPath,
 			HostPath:      host,
-			Readonly:      vm.ReadOnly,
+			Readonly:      vm.ReadOnly || readOnlyVolume(pod, vm.Name),
 			Propagation:   propagation(vm.MountPropagation),
 		})
 	}
@@ -311,4 +312,15 @@ func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container) (*runti
 		sc.MaskedPaths, sc.ReadonlyPaths = []string{}, []string{}
 	}
 	return sc, nil
+}
+
+// readOnlyVolume reports whether the pod's volume named name is always
+// mounted read-only (podspec.ReadOnlyVolume).
+func readOnlyVolume(pod *v1.Pod, name string) bool {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return podspec.ReadOnlyVolume(&pod.Spec.Volumes[i])
+		}
+	}
+	return false
 }

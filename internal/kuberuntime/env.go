@@ -3,16 +3,14 @@ package kuberuntime
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // ObjectGetter reads the ConfigMaps and Secrets that env refers to
@@ -196,61 +194,16 @@ func (m *Manager) secret(ctx context.Context, ns, name string) (*v1.Secret, erro
 	return m.cfg.Objects.Secret(ctx, ns, name)
 }
 
-// resourceValue is a resourceFieldRef's value as upstream computes it: the
-// quantity divided by the divisor, rounded up; a limit that is not set is
-// the node's allocatable.
+// resourceValue is a resourceFieldRef's value; the container defaults to
+// the one whose environment this is.
 func (m *Manager) resourceValue(pod *v1.Pod, self *v1.Container, ref *v1.ResourceFieldSelector) (string, error) {
-	c := self
-	if ref.ContainerName != "" && ref.ContainerName != self.Name {
-		c = nil
-		for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-			for i := range list {
-				if list[i].Name == ref.ContainerName {
-					c = &list[i]
-				}
-			}
-		}
-		if c == nil {
-			return "", fmt.Errorf("container %q not found", ref.ContainerName)
-		}
+	r := *ref
+	if r.ContainerName == "" {
+		r.ContainerName = self.Name
 	}
 	var alloc v1.ResourceList
 	if m.cfg.NodeAllocatable != nil {
 		alloc = m.cfg.NodeAllocatable()
 	}
-	return ResourceFieldValue(c, alloc, ref)
-}
-
-// ResourceFieldValue resolves a resourceFieldRef against container c, with
-// allocatable standing in for limits that are not set.
-func ResourceFieldValue(c *v1.Container, allocatable v1.ResourceList, ref *v1.ResourceFieldSelector) (string, error) {
-	kind, res, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("unsupported resource %q", ref.Resource)
-	}
-	name := v1.ResourceName(res)
-	var q resource.Quantity
-	if kind == "limits" {
-		if v, ok := c.Resources.Limits[name]; ok {
-			q = v
-		} else if v, ok := allocatable[name]; ok {
-			q = v
-		}
-	} else if v, ok := c.Resources.Requests[name]; ok {
-		q = v
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	switch name {
-	case v1.ResourceCPU:
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
-		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
-	}
-	if strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
-	}
-	return "", fmt.Errorf("unsupported resource %q", ref.Resource)
+	return podspec.ResourceFieldValue(pod, &r, alloc)
 }

@@ -63,3 +63,10 @@ func GatesChanged(a, b *v1.Pod) bool {
 	}
 	return false
 }
+
+// ReadOnlyVolume reports whether containers get the volume read-only
+// whatever their volumeMount says: as upstream, the volumes whose files the
+// node agent writes (configMap, secret, downwardAPI, projected).
+func ReadOnlyVolume(v *v1.Volume) bool {
+	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
+}

@@ -131,9 +131,3 @@ func (m *Manager) pluginNamed(name string) Plugin {
 	return m.byName[name]
 }
 
-// MustMountReadOnly reports whether containers must get the volume
-// read-only whatever their volumeMount says: as upstream, the volumes whose
-// files nodelet writes (configMap, secret, downwardAPI, projected).
-func MustMountReadOnly(v *v1.Volume) bool {
-	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
-}

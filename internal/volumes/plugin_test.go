@@ -115,8 +115,4 @@ func TestUnsupportedKinds(t *testing.T) {
 	if got := Kind(&v1.Volume{}); got != "" {
 		t.Errorf("Kind(no source) = %q", got)
 	}
-	if !MustMountReadOnly(&v1.Volume{VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{}}}) ||
-		MustMountReadOnly(&v1.Volume{VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}) {
-		t.Error("MustMountReadOnly: secret read-only, emptyDir not")
-	}
 }

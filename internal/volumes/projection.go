@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // file is one projected file.
@@ -199,7 +201,7 @@ func (m *Manager) downward(pod *v1.Pod, list []v1.DownwardAPIVolumeFile, def os.
 			if allocatable == nil && m.opts.Allocatable != nil {
 				allocatable = m.opts.Allocatable()
 			}
-			v, err := resourceFieldValue(pod, it.ResourceFieldRef, allocatable)
+			v, err := podspec.ResourceFieldValue(pod, it.ResourceFieldRef, allocatable)
 			if err != nil {
 				return fmt.Errorf("downwardAPI %q: %w", it.Path, err)
 			}

@@ -1,4 +1,4 @@
-package volumes
+package podspec
 
 import (
 	"fmt"
@@ -10,13 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// resourceFieldValue is a downwardAPI resourceFieldRef's value, as
-// upstream: the container's request or limit divided by the divisor (1 when
-// unset) and rounded up. A limit the container does not set (or sets to 0)
+// ResourceFieldValue is a resourceFieldRef's value (env and downwardAPI
+// volumes), as upstream: the container's request or limit divided by the
+// divisor (1 when unset) and rounded up. A limit the container does not set (or sets to 0)
 // is the pod-level limit when the pod has one (cpu, memory), else the node's
 // allocatable.
-func resourceFieldValue(pod *v1.Pod, ref *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
-	c := findContainer(pod, ref.ContainerName)
+func ResourceFieldValue(pod *v1.Pod, ref *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
+	c := containerNamed(pod, ref.ContainerName)
 	if c == nil {
 		return "", fmt.Errorf("container %q not found in the pod", ref.ContainerName)
 	}
@@ -69,7 +69,7 @@ func resourceFieldValue(pod *v1.Pod, ref *v1.ResourceFieldSelector, allocatable 
 	return "", fmt.Errorf("unsupported container resource %q", ref.Resource)
 }
 
-func findContainer(pod *v1.Pod, name string) *v1.Container {
+func containerNamed(pod *v1.Pod, name string) *v1.Container {
 	for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
 		for i := range list {
 			if list[i].Name == name {

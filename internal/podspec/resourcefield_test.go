@@ -1,4 +1,4 @@
-package volumes
+package podspec
 
 import (
 	"testing"
@@ -38,14 +38,14 @@ func TestResourceFieldValue(t *testing.T) {
 		if tc.divisor != "" {
 			ref.Divisor = q(tc.divisor)
 		}
-		got, err := resourceFieldValue(pod, ref, alloc)
+		got, err := ResourceFieldValue(pod, ref, alloc)
 		if err != nil || got != tc.want {
 			t.Errorf("%s %s / %q = %q %v, want %q", tc.container, tc.res, tc.divisor, got, err, tc.want)
 		}
 	}
 	// Pod-level limits come before the node's allocatable.
 	pod.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: q("500m")}}
-	if got, _ := resourceFieldValue(pod, &v1.ResourceFieldSelector{ContainerName: "c", Resource: "limits.cpu", Divisor: q("1m")}, alloc); got != "500" {
+	if got, _ := ResourceFieldValue(pod, &v1.ResourceFieldSelector{ContainerName: "c", Resource: "limits.cpu", Divisor: q("1m")}, alloc); got != "500" {
 		t.Errorf("limits.cpu with a pod-level limit = %q, want 500", got)
 	}
 	for _, ref := range []v1.ResourceFieldSelector{
@@ -53,8 +53,26 @@ func TestResourceFieldValue(t *testing.T) {
 		{ContainerName: "c", Resource: "limits.gpu"},
 		{ContainerName: "c", Resource: "cpu"},
 	} {
-		if v, err := resourceFieldValue(pod, &ref, alloc); err == nil {
+		if v, err := ResourceFieldValue(pod, &ref, alloc); err == nil {
 			t.Errorf("%+v accepted: %q", ref, v)
+		}
+	}
+}
+
+func TestReadOnlyVolume(t *testing.T) {
+	for _, tc := range []struct {
+		v    v1.VolumeSource
+		want bool
+	}{
+		{v1.VolumeSource{Secret: &v1.SecretVolumeSource{}}, true},
+		{v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}, true},
+		{v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}, true},
+		{v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}, true},
+		{v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}, false},
+		{v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{}}, false},
+	} {
+		if got := ReadOnlyVolume(&v1.Volume{VolumeSource: tc.v}); got != tc.want {
+			t.Errorf("%+v: %v", tc.v, got)
 		}
 	}
 }
