@@ -88,44 +88,6 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	return cfg, nil
 }
 
-// fieldValue resolves a downward API field path for env.
-func fieldValue(pod *v1.Pod, path string, facts podFacts) (string, error) {
-	if key, ok := bracketKey(path, "metadata.labels"); ok {
-		return pod.Labels[key], nil
-	}
-	if key, ok := bracketKey(path, "metadata.annotations"); ok {
-		return pod.Annotations[key], nil
-	}
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.podIP":
-		return first(facts.PodIPs), nil
-	case "status.podIPs":
-		return strings.Join(facts.PodIPs, ","), nil
-	case "status.hostIP":
-		return first(facts.HostIPs), nil
-	case "status.hostIPs":
-		return strings.Join(facts.HostIPs, ","), nil
-	}
-	return "", fmt.Errorf("unsupported fieldRef %q", path)
-}
-
-func bracketKey(path, prefix string) (string, bool) {
-	if !strings.HasPrefix(path, prefix+"['") || !strings.HasSuffix(path, "']") {
-		return "", false
-	}
-	return path[len(prefix)+2 : len(path)-2], true
-}
-
 func first(s []string) string {
 	if len(s) == 0 {
 		return ""

@@ -54,33 +54,19 @@ func (m *Manager) buildEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, fa
 	}
 
 	for _, from := range c.EnvFrom {
-		var data map[string]string
+		name, optional, secret := "", false, from.SecretRef != nil
 		switch {
 		case from.ConfigMapRef != nil:
-			ref := from.ConfigMapRef
-			optional := ref.Optional != nil && *ref.Optional
-			cm, err := m.configMap(ctx, pod.Namespace, ref.Name)
-			if err != nil {
-				if optional && apierrors.IsNotFound(err) {
-					continue
-				}
-				return nil, nil, err
+			name, optional = from.ConfigMapRef.Name, from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional
+		case secret:
+			name, optional = from.SecretRef.Name, from.SecretRef.Optional != nil && *from.SecretRef.Optional
+		}
+		data, err := m.objectData(ctx, pod.Namespace, name, secret)
+		if err != nil {
+			if optional && apierrors.IsNotFound(err) {
+				continue
 			}
-			data = cm.Data
-		case from.SecretRef != nil:
-			ref := from.SecretRef
-			optional := ref.Optional != nil && *ref.Optional
-			sec, err := m.secret(ctx, pod.Namespace, ref.Name)
-			if err != nil {
-				if optional && apierrors.IsNotFound(err) {
-					continue
-				}
-				return nil, nil, err
-			}
-			data = map[string]string{}
-			for k, v := range sec.Data {
-				data[k] = string(v)
-			}
+			return nil, nil, err
 		}
 		keys := make([]string, 0, len(data))
 		for k := range data {
@@ -110,7 +96,7 @@ func (m *Manager) buildEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, fa
 		case src == nil:
 			value = expand(value, lookup)
 		case src.FieldRef != nil:
-			v, err := fieldValue(pod, src.FieldRef.FieldPath, facts)
+			v, err := podspec.FieldValue(pod, src.FieldRef.FieldPath, facts.PodIPs, facts.HostIPs)
 			if err != nil {
 				return nil, nil, fmt.Errorf("env %q: %w", e.Name, err)
 			}
@@ -121,42 +107,29 @@ func (m *Manager) buildEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, fa
 				return nil, nil, fmt.Errorf("env %q: %w", e.Name, err)
 			}
 			value = v
-		case src.ConfigMapKeyRef != nil:
-			ref := src.ConfigMapKeyRef
+		case src.ConfigMapKeyRef != nil || src.SecretKeyRef != nil:
+			ref, secret, kind := src.ConfigMapKeyRef, false, "ConfigMap"
+			if ref == nil {
+				ref = &v1.ConfigMapKeySelector{LocalObjectReference: src.SecretKeyRef.LocalObjectReference,
+					Key: src.SecretKeyRef.Key, Optional: src.SecretKeyRef.Optional}
+				secret, kind = true, "Secret"
+			}
 			optional := ref.Optional != nil && *ref.Optional
-			cm, err := m.configMap(ctx, pod.Namespace, ref.Name)
+			data, err := m.objectData(ctx, pod.Namespace, ref.Name, secret)
 			if err != nil {
 				if optional && apierrors.IsNotFound(err) {
 					continue
 				}
 				return nil, nil, err
 			}
-			v, ok := cm.Data[ref.Key]
+			v, ok := data[ref.Key]
 			if !ok {
 				if optional {
 					continue
 				}
-				return nil, nil, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
+				return nil, nil, fmt.Errorf("couldn't find key %s in %s %s/%s", ref.Key, kind, pod.Namespace, ref.Name)
 			}
 			value = v
-		case src.SecretKeyRef != nil:
-			ref := src.SecretKeyRef
-			optional := ref.Optional != nil && *ref.Optional
-			sec, err := m.secret(ctx, pod.Namespace, ref.Name)
-			if err != nil {
-				if optional && apierrors.IsNotFound(err) {
-					continue
-				}
-				return nil, nil, err
-			}
-			v, ok := sec.Data[ref.Key]
-			if !ok {
-				if optional {
-					continue
-				}
-				return nil, nil, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
-			}
-			value = string(v)
 		default:
 			return nil, nil, fmt.Errorf("env %q: unsupported valueFrom", e.Name)
 		}
@@ -180,18 +153,27 @@ func (m *Manager) buildEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, fa
 	return out, invalid, nil
 }
 
-func (m *Manager) configMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+// objectData is the data of a ConfigMap, or of a Secret (secret true).
+func (m *Manager) objectData(ctx context.Context, ns, name string, secret bool) (map[string]string, error) {
 	if m.cfg.Objects == nil {
-		return nil, fmt.Errorf("configmap %q: ConfigMaps need an API server", name)
+		return nil, fmt.Errorf("%q: ConfigMaps and Secrets need an API server", name)
 	}
-	return m.cfg.Objects.ConfigMap(ctx, ns, name)
-}
-
-func (m *Manager) secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
-	if m.cfg.Objects == nil {
-		return nil, fmt.Errorf("secret %q: Secrets need an API server", name)
+	if !secret {
+		cm, err := m.cfg.Objects.ConfigMap(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		return cm.Data, nil
 	}
-	return m.cfg.Objects.Secret(ctx, ns, name)
+	sec, err := m.cfg.Objects.Secret(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	data := make(map[string]string, len(sec.Data))
+	for k, v := range sec.Data {
+		data[k] = string(v)
+	}
+	return data, nil
 }
 
 // resourceValue is a resourceFieldRef's value; the container defaults to

@@ -276,7 +276,9 @@ func (r *instrumentedRuntime) ListPodSandboxStats(ctx context.Context, f *runtim
 	return r.RuntimeService.ListPodSandboxStats(ctx, f)
 }
 
-type instrumentedImages struct{ internalapi.ImageManagerService }
+type instrumentedImages struct {
+	internalapi.ImageManagerService
+}
 
 func (r *instrumentedImages) PullImage(ctx context.Context, img *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sc *runtimeapi.PodSandboxConfig) (ref string, err error) {
 	defer func(t time.Time) { observe("pull_image", t, err) }(time.Now())

@@ -225,14 +225,18 @@ func (n *Nodelet) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kuberun
 	if st, _ := n.statuses.Get(pod.UID); st.Reason != reasonDeadlineExceeded {
 		n.recorder.Event(pod, v1.EventTypeNormal, reasonDeadlineExceeded, msg)
 	}
+	fail := func(rs *kuberuntime.PodStatus) {
+		st := n.setStatus(pod, rs, kuberuntime.SyncResult{})
+		st.Phase, st.Reason, st.Message = v1.PodFailed, reasonDeadlineExceeded, msg
+		n.statuses.Set(pod, st)
+	}
+	// Reported Failed at once, as upstream; the containers stop after.
+	fail(rs)
+	n.prober.RemovePod(pod.UID)
 	err := n.runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
 	if fresh, ferr := n.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); ferr == nil {
-		rs = fresh
+		fail(fresh)
 	}
-	n.prober.RemovePod(pod.UID)
-	st := n.setStatus(pod, rs, kuberuntime.SyncResult{})
-	st.Phase, st.Reason, st.Message = v1.PodFailed, reasonDeadlineExceeded, msg
-	n.statuses.Set(pod, st)
 	return err
 }
 

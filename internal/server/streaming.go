@@ -51,26 +51,36 @@ func (s *Server) streamPod(w http.ResponseWriter, r *http.Request) (ns, name str
 	return ns, name, pod.UID, true
 }
 
-// handleExec serves /exec/{ns}/{pod}[/{uid}]/{container}?command=...: asks
-// the runtime for a streaming URL and proxies the upgraded connection.
-func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+// containerTarget resolves the stream options and the running container
+// of an exec or attach request, answering the error itself when it fails.
+func (s *Server) containerTarget(w http.ResponseWriter, r *http.Request) (streamOptions, string, bool) {
 	opts, err := parseStreamOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return opts, "", false
 	}
 	ns, name, uid, ok := s.streamPod(w, r)
 	if !ok {
-		return
+		return opts, "", false
 	}
+	id, err := s.host.RunningContainerID(r.Context(), ns, name, uid, r.PathValue("container"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return opts, "", false
+	}
+	return opts, id, true
+}
+
+// handleExec serves /exec/{ns}/{pod}[/{uid}]/{container}?command=...: asks
+// the runtime for a streaming URL and proxies the upgraded connection.
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	cmd := r.URL.Query()[v1.ExecCommandParam]
 	if len(cmd) == 0 {
 		http.Error(w, "no command given", http.StatusBadRequest)
 		return
 	}
-	id, err := s.host.RunningContainerID(r.Context(), ns, name, uid, r.PathValue("container"))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusNotFound)
+	opts, id, ok := s.containerTarget(w, r)
+	if !ok {
 		return
 	}
 	resp, err := s.runtime.Exec(r.Context(), &runtimeapi.ExecRequest{
@@ -85,18 +95,8 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 
 // handleAttach serves /attach/{ns}/{pod}[/{uid}]/{container}.
 func (s *Server) handleAttach(w http.ResponseWriter, r *http.Request) {
-	opts, err := parseStreamOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	ns, name, uid, ok := s.streamPod(w, r)
+	opts, id, ok := s.containerTarget(w, r)
 	if !ok {
-		return
-	}
-	id, err := s.host.RunningContainerID(r.Context(), ns, name, uid, r.PathValue("container"))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
 	resp, err := s.runtime.Attach(r.Context(), &runtimeapi.AttachRequest{

@@ -1,16 +1,15 @@
 package stats
 
 import (
-	"errors"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // fsInfo is what statfs tells about a filesystem.
@@ -61,54 +60,10 @@ type usage struct {
 	bytes, inodes uint64
 }
 
-// diskUsage walks path as `du -sx` does: bytes are allocated blocks, inodes
-// are counted once however many links they have, and other filesystems
-// mounted below path are not entered. Entries that vanish during the walk
-// are skipped.
+// diskUsage is fsutil.DiskUsage as a usage.
 func diskUsage(path string) (usage, error) {
-	var u usage
-	root, err := os.Lstat(path)
-	if err != nil {
-		return u, err
-	}
-	rootSt, ok := root.Sys().(*syscall.Stat_t)
-	if !ok {
-		return u, errors.New("no stat_t")
-	}
-	seen := make(map[uint64]struct{})
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
-		}
-		if st.Dev != rootSt.Dev {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if _, dup := seen[st.Ino]; dup {
-			return nil
-		}
-		seen[st.Ino] = struct{}{}
-		u.inodes++
-		u.bytes += uint64(st.Blocks) * 512
-		return nil
-	})
-	return u, err
+	u, err := fsutil.DiskUsage(path)
+	return usage{bytes: u.Bytes, inodes: u.Inodes}, err
 }
 
 // filesUsage adds up the regular files directly in dir (not in its

@@ -130,4 +130,3 @@ func (m *Manager) pluginNamed(name string) Plugin {
 	defer m.mu.Unlock()
 	return m.byName[name]
 }
-

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -192,7 +191,7 @@ func (m *Manager) downward(pod *v1.Pod, list []v1.DownwardAPIVolumeFile, def os.
 		var val string
 		switch {
 		case it.FieldRef != nil:
-			v, err := fieldValue(pod, it.FieldRef.FieldPath)
+			v, err := podspec.FieldValue(pod, it.FieldRef.FieldPath, nil, nil)
 			if err != nil {
 				return fmt.Errorf("downwardAPI %q: %w", it.Path, err)
 			}
@@ -212,57 +211,6 @@ func (m *Manager) downward(pod *v1.Pod, list []v1.DownwardAPIVolumeFile, def os.
 		files[it.Path] = file{data: []byte(val), mode: mode(it.Mode, def), uid: -1}
 	}
 	return nil
-}
-
-// fieldValue is a pod field a downwardAPI volume may project, as upstream.
-func fieldValue(pod *v1.Pod, fp string) (string, error) {
-	if name, key, ok := subscript(fp); ok {
-		switch name {
-		case "metadata.labels":
-			return pod.Labels[key], nil
-		case "metadata.annotations":
-			return pod.Annotations[key], nil
-		}
-		return "", fmt.Errorf("unsupported fieldRef %q", fp)
-	}
-	switch fp {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
-	}
-	return "", fmt.Errorf("unsupported fieldRef %q", fp)
-}
-
-// subscript splits "metadata.labels['key']" into its parts.
-func subscript(fp string) (name, key string, ok bool) {
-	i := strings.Index(fp, "['")
-	if i < 0 || !strings.HasSuffix(fp, "']") {
-		return "", "", false
-	}
-	return fp[:i], fp[i+2 : len(fp)-2], true
-}
-
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "%s=%q", k, m[k])
-	}
-	return b.String()
 }
 
 // writeAtomic writes files into dir as upstream's atomic writer does: into a

@@ -3,17 +3,16 @@ package volumes
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // ReasonEmptyDirSizeLimitExceeded is the event reason when a disk emptyDir
@@ -131,51 +130,8 @@ func (m *Manager) measure(ctx context.Context) {
 	}
 }
 
-// diskUsage is what the files under dir take on disk, as du: blocks, hard
-// links once, without descending into other filesystems.
+// diskUsage is what the files under dir take on disk (fsutil.DiskUsage).
 func diskUsage(dir string) (int64, error) {
-	root, err := os.Lstat(dir)
-	if err != nil {
-		return 0, err
-	}
-	rootSt, ok := root.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, errors.New("no stat_t")
-	}
-	var total int64
-	seen := map[uint64]bool{}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while walking
-			}
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
-		}
-		if st.Dev != rootSt.Dev {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if st.Nlink > 1 && !d.IsDir() {
-			if seen[st.Ino] {
-				return nil
-			}
-			seen[st.Ino] = true
-		}
-		total += st.Blocks * 512
-		return nil
-	})
-	return total, err
+	u, err := fsutil.DiskUsage(dir)
+	return int64(u.Bytes), err
 }

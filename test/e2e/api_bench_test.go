@@ -22,12 +22,7 @@ import (
 // rate at which the runtime writes its log file.
 func BenchmarkKubeletAPI(b *testing.B) {
 	const node = "bench-api"
-	c := framework.RequireCluster(b)
-	n := framework.NewClusterNodelet(b, c, node)
-	n.Start()
-	framework.Eventually(b, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(b, node) == v1.ConditionTrue
-	}, "node Ready")
+	c, n := clusterNode(b, node, "")
 	ns := c.Namespace(b, "bench-api")
 	ctx := context.Background()
 	line := strings.Repeat("0123456789", 10)

@@ -15,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
-
-	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 // BenchmarkClusterNode50Pods measures, on a nodelet node of the local
@@ -27,12 +25,7 @@ import (
 // server's audit log) and nodelet's RSS.
 func BenchmarkClusterNode50Pods(b *testing.B) {
 	const node, pods = "bench-cluster", 50
-	c := framework.RequireCluster(b)
-	n := framework.NewClusterNodelet(b, c, node)
-	n.Start()
-	framework.Eventually(b, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(b, node) == v1.ConditionTrue
-	}, "node Ready")
+	c, n := clusterNode(b, node, "")
 	ns := c.Namespace(b, "bench")
 	ctx := context.Background()
 	w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})

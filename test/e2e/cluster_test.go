@@ -19,7 +19,7 @@ import (
 )
 
 // clusterNode starts a nodelet that joins the control plane as node name.
-func clusterNode(t *testing.T, name string, extraConfig string) (*framework.Cluster, *framework.Nodelet) {
+func clusterNode(t testing.TB, name string, extraConfig string) (*framework.Cluster, *framework.Nodelet) {
 	t.Helper()
 	c := framework.RequireCluster(t)
 	n := framework.NewClusterNodelet(t, c, name)

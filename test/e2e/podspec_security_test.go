@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,7 +55,19 @@ func waitingReason(p *v1.Pod, reason, msg string) bool {
 // security context, /etc/hosts, the resolver and the hostname became.
 func TestPodSecurityNamesAndDNS(t *testing.T) {
 	const node = "security-node"
-	c, _ := clusterNode(t, node, "clusterDomain: cluster.local\nclusterDNS: [10.96.0.10]\n")
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, node)
+	n.AppendConfig("clusterDomain: cluster.local\nclusterDNS: [10.96.0.10]\n")
+	// A Localhost seccomp profile that denies mkdir.
+	if err := os.MkdirAll(filepath.Join(n.RootDir, "seccomp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	profile := `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO"}]}`
+	if err := os.WriteFile(filepath.Join(n.RootDir, "seccomp", "no-mkdir.json"), []byte(profile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool { return c.NodeReady(t, node) == v1.ConditionTrue }, "node Ready")
 	ns := c.Namespace(t, "security")
 	ctx := context.Background()
 	create := func(p *v1.Pod) {
@@ -94,10 +107,18 @@ func TestPodSecurityNamesAndDNS(t *testing.T) {
 		Command: []string{"sh", "-c", `sleep 1; ps; echo END; sleep 3600`}})
 	create(shared)
 
-	hostnet := busyboxPod("hostnet", node, `echo HOSTS; cat /etc/hosts; echo LINKS; ip link; echo PID1 $(cat /proc/1/comm); echo END; sleep 3600`)
-	hostnet.Spec.HostNetwork, hostnet.Spec.HostPID = true, true
+	hostnet := busyboxPod("hostnet", node, `echo HOSTS; cat /etc/hosts; echo LINKS; ip link; echo PID1 $(cat /proc/1/comm); echo IPC $(readlink /proc/self/ns/ipc); echo END; sleep 3600`)
+	hostnet.Spec.HostNetwork, hostnet.Spec.HostPID, hostnet.Spec.HostIPC = true, true, true
 	hostnet.Spec.DNSPolicy = v1.DNSClusterFirstWithHostNet
 	create(hostnet)
+
+	local := busyboxPod("localseccomp", node, `mkdir /tmp/x 2>&1 || echo MKDIR-DENIED; grep Seccomp: /proc/self/status; echo END; sleep 3600`)
+	local.Spec.Containers[0].SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{
+		Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("no-mkdir.json")}}
+	create(local)
+	privileged := busyboxPod("privileged", node, `grep CapEff /proc/self/status; echo END; sleep 3600`)
+	privileged.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true)}
+	create(privileged)
 
 	rootImage := busyboxPod("rootimage", node, "sleep 3600")
 	rootImage.Spec.SecurityContext = &v1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}
@@ -117,12 +138,14 @@ func TestPodSecurityNamesAndDNS(t *testing.T) {
 	if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: rcName}, Handler: "no-such-handler"}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Client.NodeV1().RuntimeClasses().Delete(context.Background(), rcName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Client.NodeV1().RuntimeClasses().Delete(context.Background(), rcName, metav1.DeleteOptions{})
+	})
 	unknownRC := busyboxPod("unknown-rc", node, "sleep 3600")
 	unknownRC.Spec.RuntimeClassName = ptr.To(rcName)
 	create(unknownRC)
 
-	for _, name := range []string{"sec", "fqdn", "shared", "hostnet"} {
+	for _, name := range []string{"sec", "fqdn", "shared", "hostnet", "localseccomp", "privileged"} {
 		waitPod(t, c, ns, name, 60*time.Second, "Ready", podReady)
 	}
 	p := c.Pod(t, ns, "sec")
@@ -142,6 +165,11 @@ func TestPodSecurityNamesAndDNS(t *testing.T) {
 	if strings.Contains(out, "PID1 sh") || strings.Contains(out, "PID1 sleep") {
 		t.Errorf("hostPID: PID 1 is the container's own: %s", out)
 	}
+	if hostIPC, _ := os.Readlink("/proc/self/ns/ipc"); hostIPC == "" || !strings.Contains(out, "IPC "+hostIPC+"\n") {
+		t.Errorf("hostIPC: want the host's %s in:\n%s", hostIPC, out)
+	}
+	mustContain(t, "Localhost seccomp", podOutput(t, c, ns, "localseccomp", "c"), "MKDIR-DENIED", "Seccomp:\t2")
+	mustContain(t, "privileged", podOutput(t, c, ns, "privileged", "c"), "CapEff:\t000001f") // all the capabilities this host has (it lacks CAP_SYS_RESOURCE)
 
 	waitPod(t, c, ns, "rootimage", 30*time.Second, "refused", func(p *v1.Pod) bool {
 		return waitingReason(p, "CreateContainerConfigError", "container has runAsNonRoot and image will run as root")
@@ -199,13 +227,15 @@ func TestPodLifecycleDetails(t *testing.T) {
 	create(gated)
 
 	start := time.Now()
-	p := waitPod(t, c, ns, "deadline", 30*time.Second, "Failed DeadlineExceeded", func(p *v1.Pod) bool {
+	waitPod(t, c, ns, "deadline", 30*time.Second, "Failed DeadlineExceeded", func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "DeadlineExceeded"
 	})
 	t.Logf("activeDeadlineSeconds 4: Failed/DeadlineExceeded %v after creation", time.Since(start).Round(100*time.Millisecond))
-	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil {
-		t.Errorf("container of a pod past its deadline still runs: %+v", cs)
-	}
+	// sleep ignores SIGTERM: the container stops after its 10 s grace.
+	waitPod(t, c, ns, "deadline", 30*time.Second, "container stopped", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return p.Status.Phase == v1.PodFailed && len(cs) == 1 && cs[0].State.Terminated != nil
+	})
 	waitPod(t, c, ns, "later", 60*time.Second, "Running", podReady)
 	patch := []byte(`{"spec":{"activeDeadlineSeconds":2}}`)
 	if _, err := c.Client.CoreV1().Pods(ns).Patch(ctx, "later", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -215,7 +245,7 @@ func TestPodLifecycleDetails(t *testing.T) {
 		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "DeadlineExceeded"
 	})
 
-	p = waitPod(t, c, ns, "fallback", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	p := waitPod(t, c, ns, "fallback", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 	if term := p.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 3 || !strings.Contains(term.Message, "boom-from-logs") {
 		t.Errorf("FallbackToLogsOnError: %+v", term)
 	}
@@ -275,7 +305,9 @@ func TestRuntimeClassCrun(t *testing.T) {
 	if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Client.NodeV1().RuntimeClasses().Delete(context.Background(), rcName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Client.NodeV1().RuntimeClasses().Delete(context.Background(), rcName, metav1.DeleteOptions{})
+	})
 	p := busyboxPod("fast", node, "sleep 3600")
 	p.Spec.RuntimeClassName = ptr.To(rcName)
 	p.Spec.Containers[0].Resources = v1.ResourceRequirements{

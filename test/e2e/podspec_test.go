@@ -112,7 +112,7 @@ func TestPodEnvironment(t *testing.T) {
 	}
 	want := map[string]string{
 		"CM_dashed-key": "kept", // relaxed variable names, as upstream since v1.34
-		"COLOR": "blue", "PASSWORD": "s3cret", "password": "s3cret", "CM_color": "blue", "CM_size": "9",
+		"COLOR":         "blue", "PASSWORD": "s3cret", "password": "s3cret", "CM_color": "blue", "CM_size": "9",
 		"CPU_MILLI": "250", "MEM_LIMIT_MI": "64", "CPU_LIMIT": cpuLimit,
 		"POD_UID": string(p.UID), "TIER": "backend", "POD_IP": p.Status.PodIP, "HOST_IP": p.Status.HostIP, "SA": "default",
 		"MIXED":                   "blue/9/8080/$(UNDEFINED)",

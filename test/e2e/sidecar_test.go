@@ -22,7 +22,7 @@ func journalPod(name, node, dir string) *v1.Pod {
 		Spec: v1.PodSpec{
 			NodeName:                      node,
 			TerminationGracePeriodSeconds: ptr.To[int64](10),
-			Volumes: []v1.Volume{{Name: "j", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}}}},
+			Volumes:                       []v1.Volume{{Name: "j", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}}}},
 		},
 	}
 }

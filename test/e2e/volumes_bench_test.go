@@ -32,12 +32,7 @@ func BenchmarkConfigMapPropagation(b *testing.B) {
 		updates = v
 	}
 	const node = "bench-configmap"
-	c := framework.RequireCluster(b)
-	n := framework.NewClusterNodelet(b, c, node)
-	n.Start()
-	framework.Eventually(b, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(b, node) == v1.ConditionTrue
-	}, "node Ready")
+	c, _ := clusterNode(b, node, "")
 	ns := c.Namespace(b, "cmbench")
 	ctx := context.Background()
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"value": "0"}}
