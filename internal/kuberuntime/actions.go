@@ -123,6 +123,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 		if len(pod.Spec.InitContainers) > 0 {
 			// A new sandbox runs the init containers again, from the first.
 			a.NextInitContainer = &pod.Spec.InitContainers[0]
+			a.SidecarStarted = podspec.IsSidecar(a.NextInitContainer)
 			return a
 		}
 		for i := range pod.Spec.Containers {
