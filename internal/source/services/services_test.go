@@ -1,11 +1,14 @@
 package services
 
 import (
+	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestFromService(t *testing.T) {
@@ -36,6 +39,54 @@ func TestFromService(t *testing.T) {
 		FromService(tc.svc, got)
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s:\n got %v\nwant %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestEnvSelectsServices(t *testing.T) {
+	svc := func(ns, name, ip string) *v1.Service {
+		return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1.ServiceSpec{ClusterIP: ip, Ports: []v1.ServicePort{{Port: 80, Protocol: v1.ProtocolTCP}}}}
+	}
+	client := fake.NewSimpleClientset(
+		svc("default", "kubernetes", "10.96.0.1"),
+		svc("shop", "web", "10.96.0.20"),
+		svc("shop", "headless", v1.ClusterIPNone),
+		svc("other", "db", "10.96.0.30"),
+		svc("shop", "kubernetes", "10.96.0.99"), // a namespace's own "kubernetes" wins there
+	)
+	s := New(client)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.synced() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cases := []struct {
+		ns      string
+		links   bool
+		present map[string]string
+		absent  []string
+	}{
+		{"shop", true, map[string]string{"WEB_SERVICE_HOST": "10.96.0.20", "KUBERNETES_SERVICE_HOST": "10.96.0.99"}, []string{"HEADLESS_SERVICE_HOST", "DB_SERVICE_HOST"}},
+		{"shop", false, map[string]string{"KUBERNETES_SERVICE_HOST": "10.96.0.1"}, []string{"WEB_SERVICE_HOST"}},
+		{"other", true, map[string]string{"DB_SERVICE_HOST": "10.96.0.30", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}, []string{"WEB_SERVICE_HOST"}},
+	}
+	for _, tc := range cases {
+		env, err := s.Env(tc.ns, tc.links)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range tc.present {
+			if env[k] != v {
+				t.Errorf("%s links=%v: %s = %q, want %q", tc.ns, tc.links, k, env[k], v)
+			}
+		}
+		for _, k := range tc.absent {
+			if _, ok := env[k]; ok {
+				t.Errorf("%s links=%v: %s set", tc.ns, tc.links, k)
+			}
 		}
 	}
 }
