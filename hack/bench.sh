@@ -13,6 +13,10 @@ go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkClusterNode50Pods' -ben
 go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkProbes100Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
 go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkKubeletAPI' -benchtime 1x ./test/e2e/ | tee -a "$out"
 go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkConfigMapPropagation' -benchtime 1x ./test/e2e/ | tee -a "$out"
+# nodelet vs the upstream kubelet, side by side on node bench-node (bench/compare):
+# raw results in bench/results/compare.json, charts and profiles under docs/.
+go run ./bench/compare -reps "${BENCH_COMPARE_REPS:-3}" -scale "${BENCH_COMPARE_SCALE:-250,500}" \
+	-out bench/results/compare.json -section bench/results/compare.md -docs-dir docs
 metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if ($i == m) print $(i-1) }' "$out"; }
 {
 	echo "# Benchmarks"
@@ -44,7 +48,7 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "The e2e configuration renews the node lease every 5 s (nodeLeaseDurationSeconds: 20,"
 	echo "because the test controller manager marks a node Unknown after 10 s), so 12 of the idle"
 	echo "requests per minute are lease renewals; with the default 40 s lease it is 6."
-	echo "The side-by-side comparison with the upstream kubelet is the benchmark issue's work."
+	echo "The side-by-side comparison with the upstream kubelet is the next section."
 	echo
 	echo "## Probes: 100 pods, a liveness and an http readiness probe every second each"
 	echo
@@ -83,6 +87,10 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "| same, min / max | $(metric BenchmarkConfigMapPropagation min-s) / $(metric BenchmarkConfigMapPropagation max-s) s |"
 	echo
 	echo "With the e2e configuration's syncFrequency of 30 s: updates land at the pod's next periodic sync."
+	echo
+	echo "<!-- compare: begin (bench/compare) -->"
+	cat bench/results/compare.md
+	echo "<!-- compare: end -->"
 	echo
 	echo "## Raw output"
 	echo

@@ -1,0 +1,168 @@
+// Command compare benchmarks nodelet against the upstream kubelet, side by
+// side, on the local stack (containerd) and control plane (`make
+// cluster-up`). It runs each agent in turn as node bench-node with the same
+// KubeletConfiguration, runs the scenarios of the benchmark issue against it
+// (startup burst, footprint, restart latency, deletion, scale), cleans up
+// between agents (node, pods, sandboxes, kubepods cgroups, host sysctls),
+// then writes the raw results as JSON, a Markdown section with the table of
+// both agents and the ratio nodelet/upstream, and PNG charts.
+//
+//	go run ./bench/compare -reps 3 -scale 250
+//
+// Run as root from the repository root with the stack and the control plane
+// up (hack/bench.sh does both).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+type options struct {
+	reps      int
+	burst     int
+	delPods   int
+	scale     []int
+	window    time.Duration
+	agents    []string
+	out       string
+	section   string
+	doc       string
+	docsDir   string
+	profile   bool
+	report    bool
+	nodeName  string
+	burstWait time.Duration
+}
+
+func main() {
+	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	// The CRI client logs through klog: its errors for containers the
+	// agents removed meanwhile are expected here.
+	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(kfs)
+	_ = kfs.Set("logtostderr", "false")
+	_ = kfs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
+	var o options
+	var scale, agents string
+	flag.IntVar(&o.reps, "reps", 3, "repetitions of each scenario (medians are reported)")
+	flag.IntVar(&o.burst, "burst", 100, "pods of the startup burst")
+	flag.IntVar(&o.delPods, "delete-pods", 50, "pods of the deletion scenario")
+	flag.StringVar(&scale, "scale", "250", "comma-separated pod counts of the scale scenario (empty: skip)")
+	flag.DurationVar(&o.window, "window", 60*time.Second, "footprint measurement window (idle and steady)")
+	flag.StringVar(&agents, "agents", "upstream,nodelet", "agents to run, in order")
+	flag.StringVar(&o.out, "out", "bench/results/compare.json", "raw results (JSON)")
+	flag.StringVar(&o.section, "section", "bench/results/compare.md", "Markdown section written from the results")
+	flag.StringVar(&o.doc, "doc", "", "also put the section into this Markdown page (replacing a previous one)")
+	flag.StringVar(&o.docsDir, "docs-dir", "docs", "where charts and profiles go")
+	flag.BoolVar(&o.profile, "profile", true, "capture a CPU profile of each agent during an extra (unmeasured) burst")
+	flag.BoolVar(&o.report, "report-only", false, "only rewrite the section and charts from -out")
+	flag.StringVar(&o.nodeName, "node", "bench-node", "node name")
+	flag.DurationVar(&o.burstWait, "burst-timeout", 5*time.Minute, "how long a burst may take")
+	flag.Parse()
+	for _, s := range strings.Split(scale, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				log.Fatalf("-scale: %v", err)
+			}
+			o.scale = append(o.scale, n)
+		}
+	}
+	o.agents = strings.Split(agents, ",")
+
+	if o.report {
+		res, err := loadResults(o.out)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := writeReport(&o, res); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if os.Geteuid() != 0 {
+		log.Fatal("compare needs root (it runs node agents)")
+	}
+	env, err := loadEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := newHarness(&o, env)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Whatever happens, the host sysctls the upstream kubelet rewrites come
+	// back and no agent is left running.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sig
+		log.Print("interrupted: stopping the agent, restoring sysctls")
+		h.abort()
+		os.Exit(2)
+	}()
+	res := h.machineFacts()
+	for _, a := range o.agents {
+		r, err := h.runAgent(context.Background(), a)
+		if err != nil {
+			h.abort()
+			log.Fatalf("%s: %v", a, err)
+		}
+		res.Agents = append(res.Agents, r)
+		// Partial results are kept as soon as they exist.
+		if err := saveResults(o.out, res); err != nil {
+			log.Fatal(err)
+		}
+	}
+	h.restoreHost()
+	if err := writeReport(&o, res); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("wrote %s, %s and the charts in %s", o.out, o.section, o.docsDir)
+}
+
+// loadEnv reads the `export K="V"` lines of .stack/env.
+func loadEnv() (map[string]string, error) {
+	data, err := os.ReadFile(filepath.Join(".stack", "env"))
+	if err != nil {
+		return nil, fmt.Errorf("the stack is not up (run from the repository root after hack/cluster/up.sh): %w", err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "export "))
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		env[k] = strings.Trim(v, `"'`)
+	}
+	for _, k := range []string{"CONTAINER_RUNTIME_ENDPOINT", "NODE_IP", "KUBECONFIG", "K8S_BIN", "CLUSTER_PKI", "BUSYBOX_IMAGE", "PAUSE_IMAGE"} {
+		if env[k] == "" {
+			return nil, fmt.Errorf(".stack/env lacks %s: run hack/stack-up.sh and hack/cluster/up.sh", k)
+		}
+	}
+	return env, nil
+}
+
+func run(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+const (
+	sectionBegin = "<!-- compare: begin (bench/compare) -->"
+	sectionEnd   = "<!-- compare: end -->"
+)
+
+// figure is one row of the table: a value per agent (the median over the
+// repetitions).
+type figure struct {
+	name string
+	unit string
+	get  func(*AgentResult) float64
+}
+
+func medianOf[T any](xs []T, f func(T) float64) float64 {
+	var v []float64
+	for _, x := range xs {
+		v = append(v, f(x))
+	}
+	return median(v)
+}
+
+func burstFig(f func(*Burst) float64) func(*AgentResult) float64 {
+	return func(a *AgentResult) float64 { return medianOf(a.Bursts, f) }
+}
+
+func scaleFig(n int, f func(*Burst) float64) func(*AgentResult) float64 {
+	return func(a *AgentResult) float64 {
+		for _, b := range a.Scale {
+			if b.Pods == n {
+				return f(b)
+			}
+		}
+		return math.NaN()
+	}
+}
+
+func figures(r *Results) []figure {
+	burst := 100
+	if len(r.Agents) > 0 && len(r.Agents[0].Bursts) > 0 {
+		burst = r.Agents[0].Bursts[0].Pods
+	}
+	del := fmt.Sprint(r.Config["deletePods"])
+	figs := []figure{
+		{fmt.Sprintf("startup burst (%d pods): create -> Running, p50", burst), "ms", burstFig(func(b *Burst) float64 { return b.Running.P50 })},
+		{"same, p90", "ms", burstFig(func(b *Burst) float64 { return b.Running.P90 })},
+		{"same, p99", "ms", burstFig(func(b *Burst) float64 { return b.Running.P99 })},
+		{"same, max", "ms", burstFig(func(b *Burst) float64 { return b.Running.Max })},
+		{"create -> Ready, p50", "ms", burstFig(func(b *Burst) float64 { return b.Ready.P50 })},
+		{"create -> Ready, p99", "ms", burstFig(func(b *Burst) float64 { return b.Ready.P99 })},
+		{fmt.Sprintf("burst start -> all %d Running", burst), "s", burstFig(func(b *Burst) float64 { return b.AllRunningSeconds })},
+		{"agent RSS idle, 0 pods (mean over the window)", "MiB", func(a *AgentResult) float64 {
+			return medianOf(a.Idle, func(f Footprint) float64 { return f.RSSMeanMiB })
+		}},
+		{"agent CPU idle, 0 pods, per 60 s", "CPU-s", func(a *AgentResult) float64 {
+			return medianOf(a.Idle, func(f Footprint) float64 { return per60(f) })
+		}},
+		{"agent RSS during the burst (max)", "MiB", burstFig(func(b *Burst) float64 { return b.Footprint.RSSMaxMiB })},
+		{"agent CPU during the burst (start -> all Ready)", "CPU-s", burstFig(func(b *Burst) float64 { return b.Footprint.CPUSeconds })},
+		{fmt.Sprintf("agent RSS steady, %d pods (mean)", burst), "MiB", burstFig(func(b *Burst) float64 { return b.Steady.RSSMeanMiB })},
+		{fmt.Sprintf("agent CPU steady, %d pods, per 60 s", burst), "CPU-s", burstFig(func(b *Burst) float64 { return per60(b.Steady) })},
+		{"restart: main process killed -> API shows it running, restartCount+1", "s", func(a *AgentResult) float64 { return median(a.RestartSeconds) }},
+		{fmt.Sprintf("deletion of %s pods, grace 0 -> all gone from the API", del), "s", func(a *AgentResult) float64 {
+			return medianOf(a.DeleteGrace0, func(d Deletion) float64 { return d.GoneSeconds })
+		}},
+		{"same, -> every sandbox stopped in containerd", "s", func(a *AgentResult) float64 {
+			return medianOf(a.DeleteGrace0, func(d Deletion) float64 { return d.StoppedSeconds })
+		}},
+		{fmt.Sprintf("deletion of %s pods, default grace (exit on SIGTERM) -> all gone from the API", del), "s", func(a *AgentResult) float64 {
+			return medianOf(a.DeleteDefaultGrace, func(d Deletion) float64 { return d.GoneSeconds })
+		}},
+		{"same, -> every sandbox stopped in containerd", "s", func(a *AgentResult) float64 {
+			return medianOf(a.DeleteDefaultGrace, func(d Deletion) float64 { return d.StoppedSeconds })
+		}},
+	}
+	var sizes []int
+	for _, a := range r.Agents {
+		for _, b := range a.Scale {
+			if !containsInt(sizes, b.Pods) {
+				sizes = append(sizes, b.Pods)
+			}
+		}
+	}
+	sort.Ints(sizes)
+	for _, n := range sizes {
+		figs = append(figs,
+			figure{fmt.Sprintf("scale %d pods: create -> Running, p50", n), "ms", scaleFig(n, func(b *Burst) float64 { return b.Running.P50 })},
+			figure{fmt.Sprintf("scale %d pods: create -> Running, p99", n), "ms", scaleFig(n, func(b *Burst) float64 { return b.Running.P99 })},
+			figure{fmt.Sprintf("scale %d pods: all Running", n), "s", scaleFig(n, func(b *Burst) float64 { return b.AllRunningSeconds })},
+			figure{fmt.Sprintf("scale %d pods: agent RSS steady (mean)", n), "MiB", scaleFig(n, func(b *Burst) float64 { return b.Steady.RSSMeanMiB })},
+			figure{fmt.Sprintf("scale %d pods: agent CPU steady, per 60 s", n), "CPU-s", scaleFig(n, func(b *Burst) float64 { return per60(b.Steady) })},
+		)
+	}
+	return figs
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// per60 is the CPU seconds of a window scaled to 60 s.
+func per60(f Footprint) float64 {
+	if f.Seconds == 0 {
+		return math.NaN()
+	}
+	return f.CPUSeconds * 60 / f.Seconds
+}
+
+func agent(r *Results, name string) *AgentResult {
+	for _, a := range r.Agents {
+		if a.Agent == name {
+			return a
+		}
+	}
+	return nil
+}
+
+func num(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// writeReport writes the Markdown section and the charts, and puts the
+// section into o.doc when asked.
+func writeReport(o *options, r *Results) error {
+	up, nl := agent(r, "upstream"), agent(r, "nodelet")
+	if up == nil || nl == nil {
+		return fmt.Errorf("results lack an agent (have %d)", len(r.Agents))
+	}
+	cdf := filepath.Join(o.docsDir, "compare-startup-cdf.png")
+	rss := filepath.Join(o.docsDir, "compare-burst-rss.png")
+	if err := os.MkdirAll(o.docsDir, 0o755); err != nil {
+		return err
+	}
+	if err := drawCDF(cdf, up, nl); err != nil {
+		return err
+	}
+	if err := drawRSS(rss, up, nl); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	reps := fmt.Sprint(r.Config["reps"])
+	p("## nodelet vs upstream kubelet v1.37.2")
+	p("")
+	p("Written by `go run ./bench/compare` (a step of `make bench`) on %s. Machine: %s cores (%s), %s, %s, kernel %s, cgroup %s;",
+		r.Date[:10], r.Machine["cpus"], r.Machine["cpu"], r.Machine["memory"], r.Machine["os"], r.Machine["kernel"], r.Machine["cgroup"])
+	p("%s, %s, %s; control plane %s. Agents: `%s` and `%s`.",
+		r.Machine["containerd"], r.Machine["runc"], r.Machine["go"], r.Machine["control"], up.Version, nl.Version)
+	p("")
+	p("Both agents run one after the other as node `bench-node` of the same control plane, on the same")
+	p("containerd, with the same KubeletConfiguration (in `bench/results/compare.json`), each on a fresh")
+	p("node (Node, pods, sandboxes and kubepods cgroups removed between them), busybox pre-pulled.")
+	p("Figures are medians of %s repetitions (scale: one run per size). Ratio = nodelet / upstream", reps)
+	p("(below 1: nodelet is faster or smaller).")
+	p("")
+	p("| figure | upstream kubelet | nodelet | ratio |")
+	p("|---|---|---|---|")
+	for _, f := range figures(r) {
+		u, n := f.get(up), f.get(nl)
+		ratio := "-"
+		if u > 0 && !math.IsNaN(n) {
+			ratio = fmt.Sprintf("%.2f", n/u)
+		}
+		p("| %s (%s) | %s | %s | %s |", f.name, f.unit, num(u), num(n), ratio)
+	}
+	p("")
+	p("Startup latencies run from the return of each pod's create call (creationTimestamp only has")
+	p("second granularity) to the first watch event showing the pod Running with every container")
+	p("started, or Ready; \"all Running\" runs from just before the first create call. All pods are")
+	p("created at once (one goroutine each) and bound by kube-scheduler. RSS and CPU are the agent's")
+	p("process alone (`/proc/PID/status` VmRSS, `/proc/PID/stat` utime+stime, sampled every 250 ms);")
+	p("idle and steady windows last %v s. Restart: SIGKILL to the container's main process from the", r.Config["windowSeconds"])
+	p("host; a new pod each time, so no back-off. Deletion: pods whose shell exits on SIGTERM, all")
+	p("deleted at once; the time runs until the last Deleted watch event.")
+	p("")
+	p("Where the time goes in the burst (medians over the pods of each burst, then over the")
+	p("repetitions; from containerd's own timestamps, and the CPU the other processes used during it):")
+	p("")
+	p("| step | upstream kubelet | nodelet |")
+	p("|---|---|---|")
+	for _, k := range []string{"create->sandbox-created-ms", "sandbox-created->container-created-ms", "container-created->started-ms", "started->api-running-ms"} {
+		g := func(a *AgentResult) float64 {
+			return medianOf(a.Bursts, func(b *Burst) float64 { return valOr(b.Breakdown, k) })
+		}
+		p("| %s | %s | %s |", strings.TrimSuffix(k, "-ms")+" (ms)", num(g(up)), num(g(nl)))
+	}
+	for _, k := range []string{"containerd", "containerd-shims", "kube-apiserver", "machine"} {
+		g := func(a *AgentResult) float64 {
+			return medianOf(a.Bursts, func(b *Burst) float64 { return valOr(b.OtherCPUSeconds, k) })
+		}
+		what := map[string]string{
+			"containerd":       "containerd's CPU",
+			"containerd-shims": "containerd shims' CPU (with the runc processes they reaped)",
+			"kube-apiserver":   "kube-apiserver's CPU",
+			"machine":          "whole machine busy (2 cores)",
+		}[k]
+		p("| %s, burst start -> 5 s after all Ready (CPU-s) | %s | %s |", what, num(g(up)), num(g(nl)))
+	}
+	win := func(a *AgentResult) float64 {
+		return medianOf(a.Bursts, func(b *Burst) float64 { return valOr(b.OtherCPUSeconds, "window") })
+	}
+	p("| that window's length (s) | %s | %s |", num(win(up)), num(win(nl)))
+	p("| the agent's own CPU, burst start -> all Ready (CPU-s) | %s | %s |",
+		num(burstFig(func(b *Burst) float64 { return b.Footprint.CPUSeconds })(up)),
+		num(burstFig(func(b *Burst) float64 { return b.Footprint.CPUSeconds })(nl)))
+	p("")
+	p("![startup latency CDF](%s)", filepath.Base(cdf))
+	p("")
+	p("Startup latency distribution (create -> Running), every pod of every burst repetition:")
+	p("x in seconds, y the fraction of pods Running; blue upstream kubelet, orange nodelet.")
+	p("")
+	p("![agent RSS during the burst](%s)", filepath.Base(rss))
+	p("")
+	p("Agent RSS (MiB) over time (s) from the first burst's first create call to 5 s after its last")
+	p("pod was Ready; blue upstream kubelet, orange nodelet.")
+	p("")
+	p("Targets (the issue's, for later): startup p50/p99 and all-running ratios <= 0.5, RSS with")
+	p("100 pods <= 0.5, CPU idle and steady <= 0.5, restart latency <= 0.3 s, 500 pods with")
+	p("startup p99 < 5 s. A CPU profile of nodelet during an extra (unmeasured) burst is in")
+	p("[profiles/nodelet-burst-top.txt](profiles/nodelet-burst-top.txt).")
+	if err := os.MkdirAll(filepath.Dir(o.section), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.section, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if o.doc != "" {
+		return spliceSection(o.doc, b.String())
+	}
+	return nil
+}
+
+func valOr(m map[string]float64, k string) float64 {
+	if v, ok := m[k]; ok {
+		return v
+	}
+	return math.NaN()
+}
+
+// spliceSection replaces the section between the markers in doc, or inserts
+// it before "## Raw output" (or at the end).
+func spliceSection(doc, section string) error {
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	page := string(data)
+	block := sectionBegin + "\n" + section + sectionEnd + "\n"
+	if i, j := strings.Index(page, sectionBegin), strings.Index(page, sectionEnd); i >= 0 && j > i {
+		page = page[:i] + block + page[j+len(sectionEnd)+1:]
+	} else if i := strings.Index(page, "## Raw output"); i >= 0 {
+		page = page[:i] + block + "\n" + page[i:]
+	} else {
+		page += "\n" + block
+	}
+	return os.WriteFile(doc, []byte(page), 0o644)
+}
