@@ -134,3 +134,27 @@ func TestAPIGetterCache(t *testing.T) {
 		t.Errorf("outage after deletion: %v, want the error", err)
 	}
 }
+
+func TestIsMountPoint(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "v")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := isMountPoint(dir); err != nil || m {
+		t.Fatalf("plain directory: mounted=%v err=%v", m, err)
+	}
+	mounted, err := ensureTmpfs(dir, "size=1m")
+	if err != nil || !mounted {
+		t.Fatalf("ensureTmpfs: %v %v", mounted, err)
+	}
+	defer unmountUnder(dir)
+	if m, err := isMountPoint(dir); err != nil || !m {
+		t.Fatalf("tmpfs: mounted=%v err=%v", m, err)
+	}
+	if again, err := ensureTmpfs(dir, "size=1m"); err != nil || again {
+		t.Fatalf("second ensureTmpfs mounted again: %v %v", again, err)
+	}
+}
