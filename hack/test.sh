@@ -15,6 +15,12 @@ bash hack/cluster/up.sh
 go vet ./...
 if [ "$what" = all ]; then
 	log "unit tests"
+	# The stack's variables: unit tests that talk to the real runtime use
+	# CONTAINER_RUNTIME_ENDPOINT.
+	set -a
+	# shellcheck source=/dev/null
+	source "$STACK_DIR/env"
+	set +a
 	go test -race -count=1 ./internal/... ./cmd/...
 fi
 log "end-to-end tests"

@@ -22,6 +22,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
+
+	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 // The sysctls the upstream kubelet sets at start unless
@@ -271,7 +273,7 @@ func (h *harness) cleanNode(ctx context.Context, dir string) error {
 		return err
 	}
 	if dir != "" {
-		unmountUnder(dir)
+		framework.UnmountUnder(dir, log.Printf)
 	}
 	removeKubepods()
 	// The node must be gone before the next agent registers.
@@ -357,25 +359,6 @@ func removeKubepods() {
 			if err := syscall.Rmdir(d); err != nil && !os.IsNotExist(err) {
 				log.Printf("cleanup: rmdir %s: %v", d, err)
 			}
-		}
-	}
-}
-
-func unmountUnder(dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			mounts = append(mounts, f[4])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-			log.Printf("cleanup: unmount %s: %v", m, err)
 		}
 	}
 }

@@ -7,10 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/nodelet/nodelet/internal/kuberuntime"
 )
 
 // apiHost is what the kubelet API (internal/server) reads of nodelet: the
@@ -41,10 +38,12 @@ func (h apiHost) PodByName(namespace, name string) (*v1.Pod, bool) {
 	return h.withStatus(p), true
 }
 
-func (h apiHost) RunningPods(ctx context.Context) ([]*v1.Pod, error) {
-	running, err := h.n.runtime.GetPods(ctx)
-	if err != nil {
-		return nil, err
+// RunningPods is the last relist's view (at most a relist period old), so
+// the API costs the runtime nothing.
+func (h apiHost) RunningPods() ([]*v1.Pod, error) {
+	running, ok := h.n.pleg.RunningPods()
+	if !ok {
+		return nil, fmt.Errorf("the container runtime has not been listed yet")
 	}
 	var out []*v1.Pod
 	for _, rp := range running {
@@ -63,17 +62,10 @@ func (h apiHost) RunningPods(ctx context.Context) ([]*v1.Pod, error) {
 	return out, nil
 }
 
-// podStatus is the runtime's view of a desired pod.
-func (h apiHost) podStatus(ctx context.Context, namespace, name string, uid types.UID) (*kuberuntime.PodStatus, error) {
-	p, ok := h.n.pods.GetByName(namespace, name)
-	if !ok || (uid != "" && p.UID != uid) {
-		return nil, fmt.Errorf("pod %q does not exist", name)
-	}
-	return h.n.runtime.GetPodStatus(ctx, p.UID, p.Name, p.Namespace)
-}
-
-func (h apiHost) RunningContainerID(ctx context.Context, namespace, name string, uid types.UID, container string) (string, error) {
-	st, err := h.podStatus(ctx, namespace, name, uid)
+// RunningContainerID reads the runtime afresh: a container that has just
+// started may not be in the last relist yet.
+func (h apiHost) RunningContainerID(ctx context.Context, pod *v1.Pod, container string) (string, error) {
+	st, err := h.n.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return "", err
 	}
@@ -83,13 +75,13 @@ func (h apiHost) RunningContainerID(ctx context.Context, namespace, name string,
 	return "", fmt.Errorf("container not found (%q)", container)
 }
 
-func (h apiHost) SandboxID(ctx context.Context, namespace, name string, uid types.UID) (string, error) {
-	st, err := h.podStatus(ctx, namespace, name, uid)
+func (h apiHost) SandboxID(ctx context.Context, pod *v1.Pod) (string, error) {
+	st, err := h.n.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return "", err
 	}
 	if len(st.Sandboxes) == 0 || st.Sandboxes[0].State != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return "", fmt.Errorf("pod %q has no running sandbox", name)
+		return "", fmt.Errorf("pod %q has no running sandbox", pod.Name)
 	}
 	return st.Sandboxes[0].Id, nil
 }

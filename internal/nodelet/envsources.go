@@ -3,7 +3,6 @@ package nodelet
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,11 +28,6 @@ func (n *Nodelet) services() *services.Source {
 	return n.serviceSource
 }
 
-var machineAllocatable struct {
-	once sync.Once
-	list v1.ResourceList
-}
-
 // allocatable is the node's allocatable: from the Node in cluster mode,
 // else computed from the machine once.
 func (n *Nodelet) allocatable() v1.ResourceList {
@@ -42,10 +36,10 @@ func (n *Nodelet) allocatable() v1.ResourceList {
 			return node.Status.Allocatable
 		}
 	}
-	machineAllocatable.once.Do(func() {
-		machineAllocatable.list = nodestatus.MachineAllocatable(&n.opts.Config, n.opts.RootDir)
+	n.machineOnce.Do(func() {
+		n.machineAlloc = nodestatus.MachineAllocatable(&n.opts.Config, n.opts.RootDir)
 	})
-	return machineAllocatable.list
+	return n.machineAlloc
 }
 
 // runtimeHandler resolves a RuntimeClass to its handler through the API

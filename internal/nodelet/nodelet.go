@@ -92,6 +92,11 @@ type Nodelet struct {
 	servicesOnce  sync.Once
 	serviceSource *services.Source
 
+	// machineAlloc is the machine's allocatable, computed once (standalone
+	// mode has no Node to read it from).
+	machineOnce  sync.Once
+	machineAlloc v1.ResourceList
+
 	// firstSeen is when a pod was first synced, until it runs: for
 	// kubelet_pod_start_duration_seconds. UID -> time.Time.
 	firstSeen sync.Map

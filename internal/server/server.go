@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
@@ -40,11 +39,11 @@ type Host interface {
 	PodByName(namespace, name string) (*v1.Pod, bool)
 	// RunningPods returns what the runtime runs, as pods (name, namespace,
 	// UID and containers), also for pods nodelet no longer wants.
-	RunningPods(ctx context.Context) ([]*v1.Pod, error)
+	RunningPods() ([]*v1.Pod, error)
 	// RunningContainerID is the CRI ID of a running container of the pod.
-	RunningContainerID(ctx context.Context, namespace, name string, uid types.UID, container string) (string, error)
+	RunningContainerID(ctx context.Context, pod *v1.Pod, container string) (string, error)
 	// SandboxID is the CRI ID of the pod's ready sandbox.
-	SandboxID(ctx context.Context, namespace, name string, uid types.UID) (string, error)
+	SandboxID(ctx context.Context, pod *v1.Pod) (string, error)
 	// ContainerLog is the CRI ID and log path of the container's current (or
 	// previous) instance; the error says why there is none.
 	ContainerLog(ctx context.Context, pod *v1.Pod, container string, previous bool) (id, path string, err error)
@@ -326,7 +325,7 @@ func (s *Server) handlePods(w http.ResponseWriter, _ *http.Request) {
 
 // handleRunningPods serves what the runtime runs as a v1 PodList.
 func (s *Server) handleRunningPods(w http.ResponseWriter, r *http.Request) {
-	pods, err := s.host.RunningPods(r.Context())
+	pods, err := s.host.RunningPods()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

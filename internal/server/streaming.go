@@ -40,15 +40,16 @@ func parseStreamOptions(r *http.Request) (streamOptions, error) {
 	return o, nil
 }
 
-// streamTarget resolves {ns}/{pod}[/{uid}] of a streaming path.
-func (s *Server) streamPod(w http.ResponseWriter, r *http.Request) (ns, name string, uid types.UID, ok bool) {
-	ns, name, uid = r.PathValue("ns"), r.PathValue("pod"), types.UID(r.PathValue("uid"))
-	pod, found := s.host.PodByName(ns, name)
+// streamPod resolves {ns}/{pod}[/{uid}] of a streaming path to the pod,
+// answering 404 itself when there is none.
+func (s *Server) streamPod(w http.ResponseWriter, r *http.Request) (*v1.Pod, bool) {
+	name, uid := r.PathValue("pod"), types.UID(r.PathValue("uid"))
+	pod, found := s.host.PodByName(r.PathValue("ns"), name)
 	if !found || (uid != "" && pod.UID != uid) {
 		http.Error(w, fmt.Sprintf("pod %q does not exist", name), http.StatusNotFound)
-		return "", "", "", false
+		return nil, false
 	}
-	return ns, name, pod.UID, true
+	return pod, true
 }
 
 // containerTarget resolves the stream options and the running container
@@ -59,11 +60,11 @@ func (s *Server) containerTarget(w http.ResponseWriter, r *http.Request) (stream
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return opts, "", false
 	}
-	ns, name, uid, ok := s.streamPod(w, r)
+	pod, ok := s.streamPod(w, r)
 	if !ok {
 		return opts, "", false
 	}
-	id, err := s.host.RunningContainerID(r.Context(), ns, name, uid, r.PathValue("container"))
+	id, err := s.host.RunningContainerID(r.Context(), pod, r.PathValue("container"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return opts, "", false
@@ -112,7 +113,7 @@ func (s *Server) handleAttach(w http.ResponseWriter, r *http.Request) {
 // handlePortForward serves /portForward/{ns}/{pod}[/{uid}]. SPDY clients
 // name the ports per stream; WebSocket clients in the "port" parameters.
 func (s *Server) handlePortForward(w http.ResponseWriter, r *http.Request) {
-	ns, name, uid, ok := s.streamPod(w, r)
+	pod, ok := s.streamPod(w, r)
 	if !ok {
 		return
 	}
@@ -127,7 +128,7 @@ func (s *Server) handlePortForward(w http.ResponseWriter, r *http.Request) {
 			ports = append(ports, int32(n))
 		}
 	}
-	sandbox, err := s.host.SandboxID(r.Context(), ns, name, uid)
+	sandbox, err := s.host.SandboxID(r.Context(), pod)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -143,7 +144,7 @@ func (s *Server) handlePortForward(w http.ResponseWriter, r *http.Request) {
 // handleRun serves POST /run/{ns}/{pod}[/{uid}]/{container}?cmd=...: runs
 // the command to completion and returns its combined output.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	ns, name, uid, ok := s.streamPod(w, r)
+	pod, ok := s.streamPod(w, r)
 	if !ok {
 		return
 	}
@@ -152,7 +153,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no cmd given", http.StatusBadRequest)
 		return
 	}
-	id, err := s.host.RunningContainerID(r.Context(), ns, name, uid, r.PathValue("container"))
+	id, err := s.host.RunningContainerID(r.Context(), pod, r.PathValue("container"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return

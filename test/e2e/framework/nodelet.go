@@ -84,7 +84,7 @@ nodeLeaseDurationSeconds: 20
 		n.Stop()
 		RemovePodsOfNode(t, s, name)
 		// Volumes of pods the stopped nodelet did not get to tear down.
-		unmountUnder(t, dir)
+		UnmountUnder(dir, t.Logf)
 		if t.Failed() {
 			n.DumpLog()
 		}
@@ -296,7 +296,9 @@ func Eventually(t testing.TB, timeout, interval time.Duration, cond func() bool,
 	}
 }
 
-func unmountUnder(t testing.TB, dir string) {
+// UnmountUnder detaches every mount below dir, deepest first (volumes of
+// pods an agent did not get to tear down), reporting failures to logf.
+func UnmountUnder(dir string, logf func(format string, args ...any)) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return
@@ -310,7 +312,7 @@ func unmountUnder(t testing.TB, dir string) {
 	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
 	for _, m := range mounts {
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-			t.Logf("cleanup: unmount %s: %v", m, err)
+			logf("cleanup: unmount %s: %v", m, err)
 		}
 	}
 }
