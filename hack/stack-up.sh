@@ -329,6 +329,7 @@ export PRIVATE_REGISTRY="$PRIVATE_REGISTRY_ADDR"
 export PRIVATE_REGISTRY_USER="$PRIVATE_REGISTRY_USER"
 export PRIVATE_REGISTRY_PASSWORD="$(private_password)"
 export PRIVATE_IMAGE="$PRIVATE_IMAGE"
+export CONTAINERD2_BIN="$CONTAINERD2_BIN"
 ENV
 	[ -n "$cluster" ] && printf '%s\n' "$cluster" >>"$STACK_DIR/env.new"
 	mv "$STACK_DIR/env.new" "$STACK_DIR/env"
@@ -344,5 +345,7 @@ write_registry_hosts
 start_containerd
 prepull
 install_crictl
+# containerd v2 (built, not started: the tests that need it run their own).
+CONTAINERD2_BIN=$(bash "$REPO_ROOT/hack/containerd2-build.sh")
 write_env
 log "stack up: source $STACK_DIR/env"

@@ -20,6 +20,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/cm"
@@ -285,6 +286,20 @@ func (n *Nodelet) connect(ctx context.Context) (internalapi.RuntimeService, inte
 	}
 }
 
+// runtimeWatchers are the event streams the PLEG follows to relist as soon
+// as a container changes: the CRI's own (containerd >= 1.7, CRI-O), else
+// containerd's event service (containerd 1.6). Upstream's EventedPLEG
+// feature gate set to false turns them off (relisting every second only).
+func runtimeWatchers(cfg *kubeletv1beta1.KubeletConfiguration) []pleg.Watcher {
+	if on, set := cfg.FeatureGates["EventedPLEG"]; set && !on {
+		return nil
+	}
+	return []pleg.Watcher{
+		&pleg.CRIEvents{Endpoint: cfg.ContainerRuntimeEndpoint},
+		&pleg.ContainerdEvents{Endpoint: cfg.ContainerRuntimeEndpoint},
+	}
+}
+
 func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) {
 	cfg := &n.opts.Config
 	pullOpts := images.Options{Serialize: *cfg.SerializeImagePulls, MaxParallel: cfg.MaxParallelImagePulls}
@@ -313,7 +328,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		RootDir:               n.opts.RootDir,
 	})
 	n.setupEnvSources()
-	n.pleg = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock})
+	n.pleg = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock, Watchers: runtimeWatchers(cfg)})
 	n.prober = prober.New(runner, n.recorder, n.clock)
 	n.workers = podworkers.New(ctx, podworkers.Config{
 		Syncer:       n,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -49,6 +50,12 @@ type Config struct {
 	// UnhealthyAfter: Healthy fails when no relist succeeded for this long.
 	UnhealthyAfter time.Duration
 	Clock          clock.WithTicker
+	// Watchers are the runtime's event streams, tried in order; the first
+	// one the runtime supports makes the PLEG relist as soon as something
+	// changes, and relist on EventedPeriod only as a safety net.
+	Watchers []Watcher
+	// EventedPeriod is the relist period while an event stream works.
+	EventedPeriod time.Duration
 }
 
 // Generic is a relisting PLEG.
@@ -58,6 +65,9 @@ type Generic struct {
 
 	// Owned by Run.
 	old map[string]entity
+
+	streaming atomic.Bool // an event stream is open
+	pending   pending     // stopped IDs the runtime's list may not show yet
 
 	mu          sync.Mutex
 	pods        []*kuberuntime.RunningPod
@@ -81,28 +91,69 @@ func New(cfg Config) *Generic {
 	if cfg.UnhealthyAfter == 0 {
 		cfg.UnhealthyAfter = 3 * time.Minute
 	}
+	if cfg.EventedPeriod < cfg.Period {
+		cfg.EventedPeriod = max(cfg.Period, 10*time.Second)
+	}
 	return &Generic{cfg: cfg, events: make(chan *Event, 1000)}
 }
 
 // Watch returns the event channel.
 func (g *Generic) Watch() <-chan *Event { return g.events }
 
-// Run relists every period until ctx is done.
+// Run relists every period until ctx is done; with an event stream, as
+// soon as the runtime reports a change and every EventedPeriod.
 func (g *Generic) Run(ctx context.Context) {
 	g.mu.Lock()
 	g.started = g.cfg.Clock.Now()
 	g.mu.Unlock()
+	kicks := make(chan struct{}, 1)
+	kick := func() {
+		select {
+		case kicks <- struct{}{}:
+		default: // a relist is already due: it sees this change too
+		}
+	}
+	if len(g.cfg.Watchers) > 0 {
+		go g.watch(ctx, kick)
+	}
 	t := g.cfg.Clock.NewTicker(g.cfg.Period)
 	defer t.Stop()
+	var retry clock.Timer
 	g.Relist(ctx)
 	for {
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			g.Relist(ctx)
+			if g.streaming.Load() && g.cfg.Clock.Since(g.lastRelistStart()) < g.cfg.EventedPeriod {
+				continue
+			}
+		case <-kicks:
+		case <-retryC:
+			retry = nil
+		}
+		g.Relist(ctx)
+		if g.pending.settle(g.alive) && retry == nil {
+			retry = g.cfg.Clock.NewTimer(pendingRetry)
 		}
 	}
+}
+
+// alive tells whether the last relist saw id running (a container) or
+// ready (a sandbox). Only Run calls it.
+func (g *Generic) alive(id string) bool {
+	e, ok := g.old[id]
+	return ok && (e.state == runtimeapi.ContainerState_CONTAINER_RUNNING.String() || e.state == runtimeapi.PodSandboxState_SANDBOX_READY.String())
+}
+
+func (g *Generic) lastRelistStart() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lastStart
 }
 
 // Relist lists the runtime once and emits the differences.
