@@ -39,6 +39,7 @@ type harness struct {
 	env     map[string]string
 	client  kubernetes.Interface
 	rt      internalapi.RuntimeService
+	floorRT internalapi.RuntimeService
 	img     internalapi.ImageManagerService
 	nodelet string // built binary
 	sysctls map[string]string
@@ -74,12 +75,18 @@ func newHarness(o *options, env map[string]string) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The floor bursts wait as long as the agents would (runtimeRequestTimeout).
+	floorRT, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(env["CONTAINER_RUNTIME_ENDPOINT"]).
+		WithConnectionTimeout(2 * time.Minute).WithTracerProvider(nil).Build(ctx)
+	if err != nil {
+		return nil, err
+	}
 	img, err := remote.NewRemoteImageServiceBuilder().WithEndpoint(env["CONTAINER_RUNTIME_ENDPOINT"]).
 		WithConnectionTimeout(5 * time.Second).WithTracerProvider(nil).Build(ctx)
 	if err != nil {
 		return nil, err
 	}
-	h := &harness{o: o, env: env, client: client, rt: rt, img: img, sysctls: map[string]string{}, host: snapshotHost()}
+	h := &harness{o: o, env: env, client: client, rt: rt, floorRT: floorRT, img: img, sysctls: map[string]string{}, host: snapshotHost()}
 	for _, k := range kubeletSysctls {
 		out, err := run("sysctl", "-n", k)
 		if err != nil {

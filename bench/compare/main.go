@@ -46,6 +46,8 @@ type options struct {
 	report    bool
 	nodeName  string
 	burstWait time.Duration
+	floor     [][2]int // pods, concurrency (0: all at once)
+	floorOnly bool
 }
 
 func main() {
@@ -58,7 +60,7 @@ func main() {
 	_ = kfs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(io.Discard)
 	var o options
-	var scale, agents string
+	var scale, agents, floor string
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of each scenario (medians are reported)")
 	flag.IntVar(&o.burst, "burst", 100, "pods of the startup burst")
 	flag.IntVar(&o.delPods, "delete-pods", 50, "pods of the deletion scenario")
@@ -73,7 +75,19 @@ func main() {
 	flag.BoolVar(&o.report, "report-only", false, "only rewrite the section and charts from -out")
 	flag.StringVar(&o.nodeName, "node", "bench-node", "node name")
 	flag.DurationVar(&o.burstWait, "burst-timeout", 5*time.Minute, "how long a burst may take")
+	flag.StringVar(&floor, "floor", "100:0,100:4,100:8,100:16,500:8", "runtime floor bursts (pods:concurrency, 0 = all at once), straight through the CRI with no agent")
+	flag.BoolVar(&o.floorOnly, "floor-only", false, "only run the runtime floor bursts and print them")
 	flag.Parse()
+	for _, f := range strings.Split(floor, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		var pods, conc int
+		if _, err := fmt.Sscanf(f, "%d:%d", &pods, &conc); err != nil {
+			log.Fatalf("-floor %q: want pods:concurrency", f)
+		}
+		o.floor = append(o.floor, [2]int{pods, conc})
+	}
 	for _, s := range strings.Split(scale, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			n, err := strconv.Atoi(s)
@@ -117,6 +131,14 @@ func main() {
 		os.Exit(2)
 	}()
 	res := h.machineFacts()
+	if o.floorOnly {
+		for _, f := range o.floor {
+			if _, err := h.runtimeFloor(context.Background(), f[0], f[1]); err != nil {
+				log.Fatal(err)
+			}
+		}
+		return
+	}
 	for _, a := range o.agents {
 		r, err := h.runAgent(context.Background(), a)
 		if err != nil {
@@ -130,6 +152,17 @@ func main() {
 		}
 	}
 	h.restoreHost()
+	// The runtime alone, last: what no agent can beat on this machine.
+	for _, f := range o.floor {
+		fl, err := h.runtimeFloor(context.Background(), f[0], f[1])
+		if err != nil {
+			log.Fatalf("runtime floor: %v", err)
+		}
+		res.Floor = append(res.Floor, fl)
+	}
+	if err := saveResults(o.out, res); err != nil {
+		log.Fatal(err)
+	}
 	if err := writeReport(&o, res); err != nil {
 		log.Fatal(err)
 	}

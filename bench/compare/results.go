@@ -18,6 +18,7 @@ type Results struct {
 	Machine map[string]string `json:"machine"`
 	Config  map[string]any    `json:"config"`
 	Agents  []*AgentResult    `json:"agents"`
+	Floor   []*Floor          `json:"floor,omitempty"`
 }
 
 // AgentResult is one agent's figures; slices hold one entry per repetition.

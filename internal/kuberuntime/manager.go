@@ -51,6 +51,9 @@ type Config struct {
 	// RootDir is the root dir (<root-dir>/seccomp holds Localhost seccomp
 	// profiles).
 	RootDir string
+	// MaxParallelStarts bounds the sandboxes and containers being created
+	// at once (see startGate): 0 means max(4, 2 x CPUs), negative no limit.
+	MaxParallelStarts int
 	// PodsDir is <root-dir>/pods: per-pod directories (termination message
 	// files, emptyDir volumes).
 	PodsDir string
@@ -82,6 +85,7 @@ type Manager struct {
 	rt      internalapi.RuntimeService
 	clock   clock.Clock
 	backoff *flowcontrol.Backoff
+	gate    *startGate
 
 	// statusCache holds ContainerStatus answers keyed by container ID; an
 	// entry is valid while ListContainers reports the same state, so a
@@ -101,7 +105,11 @@ func NewManager(cfg Config) *Manager {
 	if cfg.RuntimeRequestTimeout == 0 {
 		cfg.RuntimeRequestTimeout = 2 * time.Minute
 	}
+	if cfg.MaxParallelStarts == 0 {
+		cfg.MaxParallelStarts = defaultParallelStarts()
+	}
 	return &Manager{
+		gate:        newStartGate(cfg.MaxParallelStarts),
 		cfg:         cfg,
 		rt:          cfg.Runtime,
 		clock:       cfg.Clock,

@@ -122,7 +122,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 		handler, err := m.runtimeHandler(ctx, pod)
 		var id string
 		if err == nil {
-			id, err = m.rt.RunPodSandbox(ctx, sandboxCfg, handler)
+			if err = m.gate.acquire(ctx, false); err == nil {
+				id, err = m.rt.RunPodSandbox(ctx, sandboxCfg, handler)
+				m.gate.release()
+			}
 		}
 		if err != nil {
 			m.event(pod, nil, v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox: %v", err))
@@ -247,13 +250,19 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	if err := os.MkdirAll(filepath.Join(sandboxCfg.LogDirectory, c.Name), 0o755); err != nil {
 		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, time.Second, err
 	}
+	if err := m.gate.acquire(ctx, true); err != nil {
+		return &Waiting{Reason: ReasonContainerCreating}, time.Second, err
+	}
 	id, err := m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {
+		m.gate.release()
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, 10 * time.Second, err
 	}
 	m.event(pod, c, v1.EventTypeNormal, "Created", fmt.Sprintf("Created container: %s", c.Name))
-	if err := m.rt.StartContainer(ctx, id); err != nil {
+	err = m.rt.StartContainer(ctx, id)
+	m.gate.release()
+	if err != nil {
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &Waiting{Reason: ReasonRunContainerError, Message: err.Error()}, 10 * time.Second, err
 	}

@@ -15,15 +15,30 @@ import (
 )
 
 // newClient builds the API client from --kubeconfig, with the
-// configuration's QPS, burst and content type.
+// configuration's QPS (kubeAPIQPS, kubeAPIBurst), and content type.
 func newClient(opts *config.Options) (kubernetes.Interface, error) {
+	return buildClient(opts, float32(*opts.Config.KubeAPIQPS), int(opts.Config.KubeAPIBurst))
+}
+
+// newEventClient builds the client events are written with: its own rate
+// limit (eventRecordQPS, eventBurst) as upstream, so that a burst of events
+// never delays pod statuses, tokens or the lease.
+func newEventClient(opts *config.Options) (kubernetes.Interface, error) {
+	qps := float32(*opts.Config.EventRecordQPS)
+	if qps == 0 {
+		qps = -1 // upstream: 0 means no limit
+	}
+	return buildClient(opts, qps, int(opts.Config.EventBurst))
+}
+
+func buildClient(opts *config.Options, qps float32, burst int) (kubernetes.Interface, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", opts.KubeconfigPath)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", opts.KubeconfigPath, err)
 	}
 	cfg := &opts.Config
-	rc.QPS = float32(*cfg.KubeAPIQPS)
-	rc.Burst = int(cfg.KubeAPIBurst)
+	rc.QPS = qps
+	rc.Burst = burst
 	rc.ContentType = cfg.ContentType
 	if rc.ContentType == "" {
 		rc.ContentType = "application/vnd.kubernetes.protobuf"

@@ -125,7 +125,15 @@ func New(opts *config.Options) (*Nodelet, error) {
 		}
 		n.client = client
 	}
-	n.recorder = newRecorder(n.client, opts.NodeName)
+	var eventClient kubernetes.Interface
+	if opts.KubeconfigPath != "" {
+		c, err := newEventClient(opts)
+		if err != nil {
+			return nil, err
+		}
+		eventClient = c
+	}
+	n.recorder = newRecorder(eventClient, opts.NodeName)
 	var getter volumes.Getter
 	if n.client != nil {
 		// ConfigMaps and Secrets are re-read at most every syncFrequency

@@ -58,7 +58,7 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 			}
 		}
 		n.setStatus(pod, rs, res)
-		// Retried with the pod worker's back-off (1 s doubling): the usual
+		// Retried with the pod worker's back-off (200 ms doubling): the usual
 		// cause is transient (a token refused until the API server's node
 		// authorizer has seen the pod's binding).
 		return 0, fmt.Errorf("volumes: %w", err)

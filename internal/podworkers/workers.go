@@ -24,6 +24,12 @@ type Syncer interface {
 	TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, gracePeriod *int64) error
 }
 
+// firstErrorDelay is the first retry after a failed sync, doubling up to a
+// minute. Short: the usual first failure is a race that settles within
+// milliseconds (a service account token refused until the API server's node
+// authorizer has seen the pod's binding).
+const firstErrorDelay = 200 * time.Millisecond
+
 // Config configures Workers.
 type Config struct {
 	Syncer Syncer
@@ -219,7 +225,7 @@ func (ws *Workers) run(w *worker) {
 			cancel()
 		}
 		if err != nil {
-			errDelay = min(max(2*errDelay, time.Second), time.Minute)
+			errDelay = min(max(2*errDelay, firstErrorDelay), time.Minute)
 			next = errDelay
 		} else {
 			errDelay = 0

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -62,12 +64,45 @@ func (s *Syncer) Run(ctx context.Context) {
 			s.store.markAllDirty()
 			resync.Reset(s.Resync)
 		}
-		for uid, e := range s.store.TakeDirty() {
-			if err := s.write(ctx, e.pod, e.status); err != nil {
-				klog.FromContext(ctx).Error(err, "Failed to update pod status; will retry", "pod", klog.KObj(e.pod), "podUID", uid)
-			}
-		}
+		s.writeAll(ctx, s.store.TakeDirty())
 	}
+}
+
+// writers is how many status writes are in flight at once: the client's
+// rate limit (kubeAPIQPS) still applies, but one slow request no longer
+// holds up every other pod's status.
+const writers = 4
+
+// writeAll writes the dirty statuses, those that report a started pod
+// (phase past Pending) first: under a burst, the writes the client's rate
+// limit delays are the Pending ones nobody waits for.
+func (s *Syncer) writeAll(ctx context.Context, dirty map[types.UID]entry) {
+	order := make([]types.UID, 0, len(dirty))
+	for uid := range dirty {
+		order = append(order, uid)
+	}
+	pending := func(uid types.UID) bool { return dirty[uid].status.Phase == v1.PodPending }
+	sort.SliceStable(order, func(i, j int) bool { return !pending(order[i]) && pending(order[j]) })
+	work := make(chan types.UID)
+	var wg sync.WaitGroup
+	for i := 0; i < min(writers, len(order)); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for uid := range work {
+				e := dirty[uid]
+				if err := s.write(ctx, e.pod, e.status); err != nil {
+					// The periodic resync writes it again.
+					klog.FromContext(ctx).Error(err, "Failed to update pod status; will retry", "pod", klog.KObj(e.pod), "podUID", uid)
+				}
+			}
+		}()
+	}
+	for _, uid := range order {
+		work <- uid
+	}
+	close(work)
+	wg.Wait()
 }
 
 // apiPod returns the API object the pod's status belongs to: the pod

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Floor is the runtime's own time for a burst: the same pods (a sandbox
+// with the agents' network, one busybox container) created straight
+// through the CRI by this program, with no agent, API server or scheduler.
+// Each pod's time runs from the start of the burst to the return of its
+// StartContainer. No agent can start pods faster than this on this machine.
+type Floor struct {
+	Pods        int       `json:"pods"`
+	Concurrency int       `json:"concurrency"`
+	Started     Stats     `json:"started"`
+	AllSeconds  float64   `json:"allSeconds"`
+	StartedMs   []float64 `json:"startedMs"`
+}
+
+// runtimeFloor runs one floor burst of n pods, at most conc at a time (0:
+// all at once), then removes them.
+func (h *harness) runtimeFloor(ctx context.Context, n, conc int) (*Floor, error) {
+	ns := fmt.Sprintf("%sfloor-%d", nsPrefix, time.Now().UnixNano())
+	logDir, err := os.MkdirTemp("", "floor-logs-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(logDir)
+	defer func() {
+		if err := h.removeSandboxes(context.Background(), ns); err != nil {
+			log.Printf("floor cleanup: %v", err)
+		}
+		removeKubepods()
+	}()
+	if conc <= 0 || conc > n {
+		conc = n
+	}
+	sem := make(chan struct{}, conc)
+	var (
+		mu   sync.Mutex
+		done []float64
+		errs []error
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			err := h.floorPod(ctx, ns, fmt.Sprintf("f%d", i), filepath.Join(logDir, fmt.Sprint(i)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			done = append(done, ms(time.Since(start)))
+		}(i)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%d of %d floor pods failed; first: %w", len(errs), n, errs[0])
+	}
+	sort.Float64s(done)
+	f := &Floor{Pods: n, Concurrency: conc, Started: stats(done), AllSeconds: done[len(done)-1] / 1000, StartedMs: done}
+	log.Printf("runtime floor, %d pods, %d at a time: started p50 %.0f p99 %.0f ms, all %.2f s",
+		n, conc, f.Started.P50, f.Started.P99, f.AllSeconds)
+	return f, nil
+}
+
+// floorPod creates and starts one pod as an agent would: sandbox (in a
+// BestEffort pod cgroup), container, start.
+func (h *harness) floorPod(ctx context.Context, ns, name, logDir string) error {
+	uid := string(uuid.NewUUID())
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	box := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: uid, Namespace: ns},
+		Hostname:     name,
+		LogDirectory: logDir,
+		Labels:       map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": name, "io.kubernetes.pod.uid": uid},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: "/kubepods/besteffort/pod" + uid,
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
+			},
+		},
+	}
+	id, err := h.floorRT.RunPodSandbox(ctx, box, "")
+	if err != nil {
+		return fmt.Errorf("RunPodSandbox: %w", err)
+	}
+	c := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
+		Image:    &runtimeapi.ImageSpec{Image: h.env["BUSYBOX_IMAGE"]},
+		Command:  []string{"sleep", "3600"},
+		LogPath:  "c/0.log",
+		Labels:   map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": name, "io.kubernetes.container.name": "c"},
+		Linux:    &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2}},
+	}
+	cid, err := h.floorRT.CreateContainer(ctx, id, c, box)
+	if err != nil {
+		return fmt.Errorf("CreateContainer: %w", err)
+	}
+	if err := h.floorRT.StartContainer(ctx, cid); err != nil {
+		return fmt.Errorf("StartContainer: %w", err)
+	}
+	return nil
+}
