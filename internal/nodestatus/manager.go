@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -59,9 +59,9 @@ type Manager struct {
 	// The Node as the API server has it, watched (one long request instead
 	// of a GET every period), so a status others wrote (the node lifecycle
 	// controller's Unknown) is seen and corrected at once.
-	factory informers.SharedInformerFactory
-	lister  corelisters.NodeLister
-	changed chan struct{}
+	informer cache.SharedIndexInformer
+	lister   corelisters.NodeLister
+	changed  chan struct{}
 
 	mu   sync.RWMutex
 	node *v1.Node
@@ -83,18 +83,18 @@ func New(cfg Config) *Manager {
 		cfg.Clock = clock.RealClock{}
 	}
 	m := &Manager{cfg: cfg, machine: readMachine(cfg.RootDir), changed: make(chan struct{}, 1)}
-	m.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	inf := coreinformers.NewFilteredNodeInformer(cfg.Client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-	}))
-	inf := m.factory.Core().V1().Nodes()
-	m.lister = inf.Lister()
+	})
+	m.informer = inf
+	m.lister = corelisters.NewNodeLister(inf.GetIndexer())
 	poke := func(any) {
 		select {
 		case m.changed <- struct{}{}:
 		default:
 		}
 	}
-	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    poke,
 		UpdateFunc: func(_, cur any) { poke(cur) },
 	})
@@ -140,8 +140,7 @@ func (m *Manager) Run(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	m.factory.Start(ctx.Done())
-	defer m.factory.Shutdown()
+	go m.informer.Run(ctx.Done())
 	m.update(ctx)
 
 	leaseDuration := m.cfg.Kubelet.NodeLeaseDurationSeconds

@@ -10,9 +10,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/utils/ptr"
 )
 
@@ -39,11 +36,11 @@ func TestSubresourceAndVerb(t *testing.T) {
 	a := &auth{nodeName: "n1"}
 	for _, tc := range cases {
 		r := httptest.NewRequest(tc.method, tc.path, nil)
-		attrs := a.attributes(&user.DefaultInfo{Name: "u"}, r)
+		attrs := a.attributes(r)
 		var got []string
 		for _, at := range attrs {
-			got = append(got, at.GetSubresource())
-			if at.GetVerb() != tc.verb || at.GetResource() != "nodes" || at.GetName() != "n1" || !at.IsResourceRequest() || at.GetAPIVersion() != "v1" {
+			got = append(got, at.Subresource)
+			if at.Verb != tc.verb || at.Name != "n1" || at.Path != tc.path {
 				t.Errorf("%s %s: attributes %+v", tc.method, tc.path, at)
 			}
 		}
@@ -55,21 +52,18 @@ func TestSubresourceAndVerb(t *testing.T) {
 
 type fakeAuthn struct{ user string }
 
-func (f fakeAuthn) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, error) {
+func (f fakeAuthn) authenticate(*http.Request) (*userInfo, bool, error) {
 	if f.user == "" {
 		return nil, false, nil
 	}
-	return &authenticator.Response{User: &user.DefaultInfo{Name: f.user}}, true, nil
+	return &userInfo{Name: f.user}, true, nil
 }
 
 // fakeAuthz allows the listed subresources.
 type fakeAuthz map[string]bool
 
-func (f fakeAuthz) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if f[a.GetSubresource()] {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionNoOpinion, "", nil
+func (f fakeAuthz) authorize(_ context.Context, _ *userInfo, a attributes) (bool, error) {
+	return f[a.Subresource], nil
 }
 
 func TestFilter(t *testing.T) {
@@ -94,7 +88,7 @@ func TestFilter(t *testing.T) {
 			for _, s := range tc.allowed {
 				allowed[s] = true
 			}
-			a := &auth{nodeName: "n1", authn: fakeAuthn{tc.user}, authz: authorizer.AuthorizerFunc(allowed.Authorize)}
+			a := &auth{nodeName: "n1", authn: fakeAuthn{tc.user}, authz: allowed}
 			h := a.filter(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))

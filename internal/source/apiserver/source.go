@@ -8,7 +8,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -36,27 +36,26 @@ type Event struct {
 
 // Source watches the pods bound to a node.
 type Source struct {
-	factory informers.SharedInformerFactory
-	lister  corelisters.PodLister
-	synced  cache.InformerSynced
-	events  chan Event
-	mirrors chan *v1.Pod
+	informer cache.SharedIndexInformer
+	lister   corelisters.PodLister
+	synced   cache.InformerSynced
+	events   chan Event
+	mirrors  chan *v1.Pod
 }
 
 // New returns a Source for the pods bound to nodeName.
 func New(client kubernetes.Interface, nodeName string) *Source {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	inf := coreinformers.NewFilteredPodInformer(client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-	}))
-	inf := f.Core().V1().Pods()
+	})
 	s := &Source{
-		factory: f,
-		lister:  inf.Lister(),
-		synced:  inf.Informer().HasSynced,
-		events:  make(chan Event, 1000),
-		mirrors: make(chan *v1.Pod, 100),
+		informer: inf,
+		lister:   corelisters.NewPodLister(inf.GetIndexer()),
+		synced:   inf.HasSynced,
+		events:   make(chan Event, 1000),
+		mirrors:  make(chan *v1.Pod, 100),
 	}
-	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { s.onAdd(obj.(*v1.Pod)) },
 		UpdateFunc: func(old, cur any) {
 			s.onUpdate(old.(*v1.Pod), cur.(*v1.Pod))
@@ -85,7 +84,7 @@ func (s *Source) Lister() corelisters.PodLister { return s.lister }
 // Run starts the informer and sends the first full set once it synced. It
 // keeps retrying while the API server is unreachable.
 func (s *Source) Run(ctx context.Context) {
-	s.factory.Start(ctx.Done())
+	go s.informer.Run(ctx.Done())
 	logger := klog.FromContext(ctx)
 	for !cache.WaitForCacheSync(ctx.Done(), s.synced) {
 		if ctx.Err() != nil {
@@ -104,9 +103,7 @@ func (s *Source) Run(ctx context.Context) {
 		}
 	}
 	s.send(Event{Op: Set, Pods: set})
-	s.factory.WaitForCacheSync(ctx.Done())
 	<-ctx.Done()
-	s.factory.Shutdown()
 }
 
 func (s *Source) send(e Event) {

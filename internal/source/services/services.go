@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -17,23 +17,20 @@ import (
 
 // Source keeps every Service of the cluster in an informer cache.
 type Source struct {
-	factory informers.SharedInformerFactory
-	lister  corelisters.ServiceLister
-	synced  cache.InformerSynced
+	informer cache.SharedIndexInformer
+	lister   corelisters.ServiceLister
+	synced   cache.InformerSynced
 }
 
 // New returns a Source; Run starts it.
 func New(client kubernetes.Interface) *Source {
-	f := informers.NewSharedInformerFactory(client, 0)
-	inf := f.Core().V1().Services()
-	return &Source{factory: f, lister: inf.Lister(), synced: inf.Informer().HasSynced}
+	inf := coreinformers.NewServiceInformer(client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return &Source{informer: inf, lister: corelisters.NewServiceLister(inf.GetIndexer()), synced: inf.HasSynced}
 }
 
 // Run starts the informer until ctx is done.
 func (s *Source) Run(ctx context.Context) {
-	s.factory.Start(ctx.Done())
-	<-ctx.Done()
-	s.factory.Shutdown()
+	s.informer.Run(ctx.Done())
 }
 
 // Env returns the service variables for a pod in namespace: the
