@@ -21,6 +21,8 @@ import (
 // StartContainer. No agent can start pods faster than this on this machine.
 type Floor struct {
 	Pods        int       `json:"pods"`
+	Failed      int       `json:"failed,omitempty"`
+	FirstError  string    `json:"firstError,omitempty"`
 	Concurrency int       `json:"concurrency"`
 	Started     Stats     `json:"started"`
 	AllSeconds  float64   `json:"allSeconds"`
@@ -70,11 +72,17 @@ func (h *harness) runtimeFloor(ctx context.Context, n, conc int) (*Floor, error)
 		}(i)
 	}
 	wg.Wait()
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%d of %d floor pods failed; first: %w", len(errs), n, errs[0])
+	// A few pods the runtime fails to start under load are a result, not
+	// the end of the measurement; all of them failing is.
+	if len(done) == 0 {
+		return nil, fmt.Errorf("every floor pod failed; first: %w", errs[0])
 	}
 	sort.Float64s(done)
-	f := &Floor{Pods: n, Concurrency: conc, Started: stats(done), AllSeconds: done[len(done)-1] / 1000, StartedMs: done}
+	f := &Floor{Pods: n, Concurrency: conc, Started: stats(done), AllSeconds: done[len(done)-1] / 1000, StartedMs: done, Failed: len(errs)}
+	if len(errs) > 0 {
+		f.FirstError = errs[0].Error()
+		log.Printf("runtime floor: %d of %d pods failed in the runtime; first: %v", len(errs), n, errs[0])
+	}
 	log.Printf("runtime floor, %d pods, %d at a time: started p50 %.0f p99 %.0f ms, all %.2f s",
 		n, conc, f.Started.P50, f.Started.P99, f.AllSeconds)
 	return f, nil
