@@ -99,13 +99,17 @@ func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kuberuntime.Ru
 	if running != nil {
 		w.running = running
 	}
-	if gracePeriod != nil && (w.gracePeriod == nil || *gracePeriod < *w.gracePeriod) {
+	shorter := gracePeriod != nil && (w.gracePeriod == nil || *gracePeriod < *w.gracePeriod)
+	if shorter {
 		w.gracePeriod = gracePeriod
 	}
-	w.terminate = true
-	if w.cancel != nil {
+	// A sync in flight is cut short; a termination in flight goes on
+	// unless the grace period got shorter (restarting it would stop the
+	// containers again and wait out their grace period a second time).
+	if w.cancel != nil && (!w.terminate || shorter) {
 		w.cancel()
 	}
+	w.terminate = true
 	w.mu.Unlock()
 	w.poke()
 }

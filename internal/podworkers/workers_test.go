@@ -26,6 +26,10 @@ type fakeSyncer struct {
 	block    chan struct{} // SyncPod waits on it (or ctx) when set
 	next     time.Duration
 	canceled int
+	// termBlock makes TerminatePod wait on it (or ctx); termCanceled
+	// counts the terminations cut short.
+	termBlock    chan struct{}
+	termCanceled int
 }
 
 func (f *fakeSyncer) enter(uid types.UID, op string) {
@@ -59,9 +63,19 @@ func (f *fakeSyncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, e
 	return f.next, nil
 }
 
-func (f *fakeSyncer) TerminatePod(_ context.Context, pod *v1.Pod, _ *kuberuntime.RunningPod, _ *int64) error {
+func (f *fakeSyncer) TerminatePod(ctx context.Context, pod *v1.Pod, _ *kuberuntime.RunningPod, _ *int64) error {
 	f.enter(pod.UID, "terminate")
 	defer f.leave(pod.UID)
+	if f.termBlock != nil {
+		select {
+		case <-f.termBlock:
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.termCanceled++
+			f.mu.Unlock()
+			return ctx.Err()
+		}
+	}
 	return nil
 }
 
@@ -171,5 +185,37 @@ func TestTerminateCancelsInFlightSync(t *testing.T) {
 	}
 	if f.overlap {
 		t.Error("terminate overlapped the sync")
+	}
+}
+
+// A second kill request for a pod already terminating does not restart the
+// termination, unless it shortens the grace period.
+func TestTerminateTwiceKeepsTheTerminationInFlight(t *testing.T) {
+	f := &fakeSyncer{inSync: map[types.UID]int{}, termBlock: make(chan struct{})}
+	clk := testingclock.NewFakeClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ws := New(ctx, Config{Syncer: f, Clock: clk, Resync: time.Minute})
+	pod := &v1.Pod{}
+	pod.UID = "u1"
+	thirty, five := int64(30), int64(5)
+	ws.Terminate(pod.UID, pod, nil, &thirty)
+	waitFor(t, "termination started", func() bool { return f.count(pod.UID, "terminate") == 1 })
+	ws.Terminate(pod.UID, pod, nil, nil)     // the pod left its source
+	ws.Terminate(pod.UID, pod, nil, &thirty) // the same grace again
+	time.Sleep(50 * time.Millisecond)
+	f.mu.Lock()
+	canceled := f.termCanceled
+	f.mu.Unlock()
+	if canceled != 0 || f.count(pod.UID, "terminate") != 1 {
+		t.Fatalf("terminations %d, canceled %d: want the first one left alone", f.count(pod.UID, "terminate"), canceled)
+	}
+	ws.Terminate(pod.UID, pod, nil, &five) // shorter: restart with it
+	waitFor(t, "termination restarted", func() bool { return f.count(pod.UID, "terminate") == 2 })
+	close(f.termBlock)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.termCanceled != 1 {
+		t.Fatalf("canceled %d, want 1", f.termCanceled)
 	}
 }
