@@ -325,7 +325,7 @@ func writeFloor(p func(string, ...any), r *Results, nl *AgentResult) {
 		p("API path (scheduling, watch, token, status write) and the agent's own work. Giving containerd")
 		p("every pod at once (\"at a time\" = all) is slower for the median pod than a few at a time:")
 		p("nodelet creates at most max(4, 2 x CPUs) sandboxes and containers at once, containers of")
-		p("pods already started first.")
+		p("pods already started first, sandboxes in all slots but one.")
 	}
 }
 

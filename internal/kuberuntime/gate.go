@@ -16,9 +16,15 @@ import (
 // near the end, and with a few in flight they finish one after the other,
 // so the median pod starts in half the time. Finishing started pods first
 // keeps that order.
+//
+// New sandboxes may hold all slots but one: a sandbox that hangs in the
+// runtime (a CNI plugin that does not answer) never blocks every container
+// start, and host-network sandboxes (the CNI daemon's own) skip the gate.
 type startGate struct {
 	mu        sync.Mutex
 	free      int
+	lowCap    int // slots sandboxes may hold at once
+	lowHeld   int
 	unlimited bool
 	high, low []chan struct{}
 }
@@ -28,28 +34,25 @@ func defaultParallelStarts() int { return max(4, 2*runtime.NumCPU()) }
 
 // newStartGate allows n operations at once; n < 0: no limit.
 func newStartGate(n int) *startGate {
-	return &startGate{free: n, unlimited: n < 0}
+	return &startGate{free: n, lowCap: max(1, n-1), unlimited: n < 0}
 }
 
 // acquire waits for a slot; high (a container of a pod whose sandbox
 // exists) goes before any waiting low (a new sandbox). Waiters of one
-// priority are served in order.
+// priority are served in order. Each successful acquire needs one release
+// with the same priority.
 func (g *startGate) acquire(ctx context.Context, high bool) error {
 	if g.unlimited {
 		return nil
 	}
-	g.mu.Lock()
-	if g.free > 0 && len(g.high) == 0 && (high || len(g.low) == 0) {
-		g.free--
-		g.mu.Unlock()
-		return nil
-	}
 	ch := make(chan struct{})
+	g.mu.Lock()
 	if high {
 		g.high = append(g.high, ch)
 	} else {
 		g.low = append(g.low, ch)
 	}
+	g.dispatchLocked()
 	g.mu.Unlock()
 	select {
 	case <-ch:
@@ -61,7 +64,7 @@ func (g *startGate) acquire(ctx context.Context, high bool) error {
 			return ctx.Err()
 		}
 		// Granted meanwhile: hand the slot on.
-		g.releaseLocked()
+		g.releaseLocked(high)
 		return ctx.Err()
 	}
 }
@@ -78,25 +81,39 @@ func (g *startGate) remove(ch chan struct{}) bool {
 	return false
 }
 
-// release returns a slot.
-func (g *startGate) release() {
+// release returns a slot taken with acquire(ctx, high).
+func (g *startGate) release(high bool) {
 	if g.unlimited {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.releaseLocked()
+	g.releaseLocked(high)
 }
 
-func (g *startGate) releaseLocked() {
-	switch {
-	case len(g.high) > 0:
-		close(g.high[0])
-		g.high = g.high[1:]
-	case len(g.low) > 0:
-		close(g.low[0])
-		g.low = g.low[1:]
-	default:
-		g.free++
+func (g *startGate) releaseLocked(high bool) {
+	g.free++
+	if !high {
+		g.lowHeld--
+	}
+	g.dispatchLocked()
+}
+
+// dispatchLocked grants free slots to waiters: containers first, then
+// sandboxes up to lowCap.
+func (g *startGate) dispatchLocked() {
+	for g.free > 0 {
+		switch {
+		case len(g.high) > 0:
+			close(g.high[0])
+			g.high = g.high[1:]
+		case len(g.low) > 0 && g.lowHeld < g.lowCap:
+			close(g.low[0])
+			g.low = g.low[1:]
+			g.lowHeld++
+		default:
+			return
+		}
+		g.free--
 	}
 }

@@ -10,13 +10,13 @@ import (
 func TestStartGate(t *testing.T) {
 	ctx := context.Background()
 	g := newStartGate(2)
+	// One sandbox and one container hold both slots.
 	if err := g.acquire(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.acquire(ctx, false); err != nil {
+	if err := g.acquire(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	// Full: two sandboxes, then a container, queue up.
 	var mu sync.Mutex
 	var order []string
 	var wg sync.WaitGroup
@@ -30,7 +30,24 @@ func TestStartGate(t *testing.T) {
 		order = append(order, name)
 		mu.Unlock()
 	}
+	served := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			got := len(order)
+			mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d served, want %d (%v)", got, n, order)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	queued := func(n int) {
+		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			g.mu.Lock()
@@ -64,22 +81,23 @@ func TestStartGate(t *testing.T) {
 	}
 	queued(3)
 
-	for i := 1; i <= 3; i++ {
-		g.release()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			mu.Lock()
-			n := len(order)
-			mu.Unlock()
-			if n == i {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("release %d served nobody", i)
-			}
-			time.Sleep(time.Millisecond)
-		}
+	// The container goes first.
+	g.release(true)
+	served(1)
+	// Its slot is free again, but sandboxes may hold only one of the two
+	// slots and one sandbox still holds it: nobody is served.
+	g.release(true)
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	if len(order) != 1 {
+		t.Fatalf("a second sandbox took the last slot: %v", order)
 	}
+	mu.Unlock()
+	// The first sandbox finishes: the next one starts, then the last.
+	g.release(false)
+	served(2)
+	g.release(false)
+	served(3)
 	wg.Wait()
 	want := []string{"container", "sandbox-1", "sandbox-2"}
 	for i := range want {
@@ -87,12 +105,12 @@ func TestStartGate(t *testing.T) {
 			t.Fatalf("served %v, want %v", order, want)
 		}
 	}
-	// Each release handed its slot to a waiter: nothing is free.
+	g.release(false)
 	g.mu.Lock()
-	free := g.free
+	free, low := g.free, g.lowHeld
 	g.mu.Unlock()
-	if free != 0 {
-		t.Fatalf("free %d, want 0", free)
+	if free != 2 || low != 0 {
+		t.Fatalf("free %d, sandboxes held %d after every release; want 2, 0", free, low)
 	}
 
 	u := newStartGate(-1)

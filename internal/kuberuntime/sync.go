@@ -122,9 +122,17 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 		handler, err := m.runtimeHandler(ctx, pod)
 		var id string
 		if err == nil {
-			if err = m.gate.acquire(ctx, false); err == nil {
+			// Host-network sandboxes need no CNI and may be the CNI
+			// daemon itself: never held up behind others.
+			gated := !pod.Spec.HostNetwork
+			if gated {
+				err = m.gate.acquire(ctx, false)
+			}
+			if err == nil {
 				id, err = m.rt.RunPodSandbox(ctx, sandboxCfg, handler)
-				m.gate.release()
+				if gated {
+					m.gate.release(false)
+				}
 			}
 		}
 		if err != nil {
@@ -255,13 +263,13 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	id, err := m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {
-		m.gate.release()
+		m.gate.release(true)
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, 10 * time.Second, err
 	}
 	m.event(pod, c, v1.EventTypeNormal, "Created", fmt.Sprintf("Created container: %s", c.Name))
 	err = m.rt.StartContainer(ctx, id)
-	m.gate.release()
+	m.gate.release(true)
 	if err != nil {
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &Waiting{Reason: ReasonRunContainerError, Message: err.Error()}, 10 * time.Second, err

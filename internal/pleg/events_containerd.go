@@ -38,14 +38,15 @@ const (
 
 // Watch implements Watcher.
 func (w *ContainerdEvents) Watch(ctx context.Context, established func(), changed func(id string, stopped bool)) error {
-	if !strings.HasPrefix(w.Endpoint, "unix://") {
+	ep := endpoint(w.Endpoint)
+	if !strings.HasPrefix(ep, "unix://") {
 		return fmt.Errorf("%w: endpoint %q is not a unix socket", ErrUnsupported, w.Endpoint)
 	}
 	ns := w.Namespace
 	if ns == "" {
 		ns = "k8s.io"
 	}
-	conn, err := grpc.NewClient(w.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func (w *CRIEvents) Name() string { return "CRI GetContainerEvents" }
 
 // Watch implements Watcher.
 func (w *CRIEvents) Watch(ctx context.Context, established func(), changed func(id string, stopped bool)) error {
-	conn, err := grpc.NewClient(w.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(endpoint(w.Endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
@@ -43,10 +43,19 @@ func (w *CRIEvents) Watch(ctx context.Context, established func(), changed func(
 	for {
 		e, err := stream.Recv()
 		if err != nil {
+			if errors.Is(err, io.EOF) && confirm.Stop() {
+				// Closed at once without an event: a runtime that has the
+				// method but no events to give (CRI-O without
+				// enable_pod_events).
+				return fmt.Errorf("%w: the runtime closed the event stream at once", ErrUnsupported)
+			}
 			return streamError(err)
 		}
 		if confirm.Stop() {
 			established()
+		}
+		if e.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT {
+			continue // nothing to act on until it starts
 		}
 		stopped := e.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT ||
 			e.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT

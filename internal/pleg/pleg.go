@@ -119,6 +119,7 @@ func (g *Generic) Run(ctx context.Context) {
 	t := g.cfg.Clock.NewTicker(g.cfg.Period)
 	defer t.Stop()
 	var retry clock.Timer
+	var slowUntil time.Time
 	g.Relist(ctx)
 	for {
 		var retryC <-chan time.Time
@@ -129,16 +130,32 @@ func (g *Generic) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			if g.streaming.Load() && g.cfg.Clock.Since(g.lastRelistStart()) < g.cfg.EventedPeriod {
+			evented := g.streaming.Load() && !g.cfg.Clock.Now().Before(slowUntil)
+			if evented && g.cfg.Clock.Since(g.lastRelistStart()) < g.cfg.EventedPeriod {
 				continue
 			}
 		case <-kicks:
+			// Back-to-back events (a burst of pods) relist at most every
+			// minRelistGap.
+			if d := minRelistGap - g.cfg.Clock.Since(g.lastRelistStart()); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-g.cfg.Clock.After(d):
+				}
+			}
 		case <-retryC:
 			retry = nil
 		}
 		g.Relist(ctx)
-		if g.pending.settle(g.alive) && retry == nil {
+		left, gaveUp := g.pending.settle(g.alive)
+		if left && retry == nil {
 			retry = g.cfg.Clock.NewTimer(pendingRetry)
+		}
+		if gaveUp {
+			// The runtime said a container stopped but still lists it
+			// running: relist every Period for a while, as without events.
+			slowUntil = g.cfg.Clock.Now().Add(g.cfg.EventedPeriod)
 		}
 	}
 }

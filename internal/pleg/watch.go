@@ -3,6 +3,7 @@ package pleg
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,7 +45,9 @@ type pending struct {
 
 const (
 	pendingRetry    = 20 * time.Millisecond
-	pendingMaxTries = 25
+	pendingMaxTries = 50 // a second
+	// minRelistGap spaces relists that events ask for back to back.
+	minRelistGap = 20 * time.Millisecond
 )
 
 func (p *pending) add(id string) {
@@ -56,19 +59,34 @@ func (p *pending) add(id string) {
 	p.ids[id] = 0
 }
 
-// settle drops the IDs the relist saw stopped (or gone, or tried too often)
-// and tells whether some are left.
-func (p *pending) settle(alive func(id string) bool) bool {
+// settle drops the IDs the relist saw stopped (or gone, or tried too
+// often) and tells whether some are left, and whether it gave up on one the
+// runtime still lists as running.
+func (p *pending) settle(alive func(id string) bool) (left, gaveUp bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, tries := range p.ids {
-		if tries+1 >= pendingMaxTries || !alive(id) {
+		if !alive(id) {
 			delete(p.ids, id)
+			continue
+		}
+		if tries+1 >= pendingMaxTries {
+			delete(p.ids, id)
+			gaveUp = true
 			continue
 		}
 		p.ids[id] = tries + 1
 	}
-	return len(p.ids) > 0
+	return len(p.ids) > 0, gaveUp
+}
+
+// endpoint is a CRI endpoint as gRPC dials it: a bare socket path, which
+// the CRI client accepts, becomes unix://path.
+func endpoint(e string) string {
+	if strings.HasPrefix(e, "/") {
+		return "unix://" + e
+	}
+	return e
 }
 
 // watch runs the first watcher the runtime supports, forever: a broken
@@ -81,7 +99,16 @@ func (g *Generic) watch(ctx context.Context, kick func()) {
 	for len(watchers) > 0 && ctx.Err() == nil {
 		w := watchers[0]
 		start := g.cfg.Clock.Now()
+		// over guards against a late "established" (a timer) marking the
+		// PLEG as streaming after this attempt ended.
+		var mu sync.Mutex
+		over := false
 		err := w.Watch(ctx, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if over {
+				return
+			}
 			g.streaming.Store(true)
 			logger.Info("Watching the runtime's events: relisting on change", "stream", w.Name())
 			kick() // whatever changed before the stream opened
@@ -91,7 +118,10 @@ func (g *Generic) watch(ctx context.Context, kick func()) {
 			}
 			kick()
 		})
+		mu.Lock()
+		over = true
 		wasStreaming := g.streaming.Swap(false)
+		mu.Unlock()
 		if ctx.Err() != nil {
 			return
 		}

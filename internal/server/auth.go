@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -148,10 +148,12 @@ func (u *unionAuth) authenticate(r *http.Request) (*userInfo, bool, error) {
 	var errs []error
 	if u.x509 != nil && r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		user, err := u.x509.verify(r.TLS.PeerCertificates)
-		if err == nil {
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case user != nil:
 			return authenticated(user), true, nil
 		}
-		errs = append(errs, err)
 	}
 	if token, ok := bearerToken(r); ok && u.tokens != nil {
 		user, ok, err := u.tokens.review(r.Context(), token)
@@ -260,14 +262,17 @@ func (b *caBundle) verify(chain []*x509.Certificate) (*userInfo, error) {
 		return nil, fmt.Errorf("verifying certificate %q: %w", leaf.Subject.CommonName, err)
 	}
 	if leaf.Subject.CommonName == "" {
-		return nil, errors.New("client certificate without a common name")
+		return nil, nil // as upstream: no user, the next method decides
 	}
 	return &userInfo{Name: leaf.Subject.CommonName, Groups: append([]string(nil), leaf.Subject.Organization...)}, nil
 }
 
 // retriable: transient failures of a review call (not a 4xx answer other
-// than 429).
+// than 429, not the caller going away).
 func retriable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
 		code := st.Status().Code
@@ -333,10 +338,6 @@ type accessReviewer struct {
 }
 
 func (s *accessReviewer) authorize(ctx context.Context, u *userInfo, a attributes) (bool, error) {
-	key := reviewKey(u, a)
-	if v, ok := s.cache.Get(key); ok {
-		return v.(bool), nil
-	}
 	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: u.Name, UID: u.UID, Groups: u.Groups,
 		ResourceAttributes: &authzv1.ResourceAttributes{
@@ -348,6 +349,10 @@ func (s *accessReviewer) authorize(ctx context.Context, u *userInfo, a attribute
 		for k, v := range u.Extra {
 			sar.Spec.Extra[k] = v
 		}
+	}
+	key := reviewKey(sar.Spec)
+	if v, ok := s.cache.Get(key); ok {
+		return v.(bool), nil
 	}
 	var res *authzv1.SubjectAccessReview
 	err := retry.OnError(webhookBackoff, retriable, func() error {
@@ -367,15 +372,14 @@ func (s *accessReviewer) authorize(ctx context.Context, u *userInfo, a attribute
 	return allowed, nil
 }
 
-func reviewKey(u *userInfo, a attributes) string {
-	groups := append([]string(nil), u.Groups...)
-	sort.Strings(groups)
-	extra := make([]string, 0, len(u.Extra))
-	for k, v := range u.Extra {
-		extra = append(extra, k+"="+strings.Join(v, ","))
+// reviewKey identifies a decision: the review's whole spec, JSON-encoded
+// (as upstream's webhook authorizer), so no two identities share a key.
+func reviewKey(spec authzv1.SubjectAccessReviewSpec) string {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "" // never: plain strings and slices
 	}
-	sort.Strings(extra)
-	return strings.Join([]string{u.Name, u.UID, strings.Join(groups, ","), strings.Join(extra, ";"), a.Verb, a.Subresource, a.Name}, "\x00")
+	return string(b)
 }
 
 // subresource maps a request path to the nodes subresource upstream checks,
@@ -404,12 +408,13 @@ func isSubpath(p, prefix string) bool {
 	return p == prefix || strings.HasPrefix(p, strings.TrimSuffix(prefix, "/")+"/")
 }
 
-// verb maps an HTTP method to the API verb upstream authorizes.
+// verb maps an HTTP method to the API verb upstream authorizes (others,
+// HEAD included, get none, as upstream).
 func verb(method string) string {
 	switch method {
 	case http.MethodPost:
 		return "create"
-	case http.MethodGet, http.MethodHead:
+	case http.MethodGet:
 		return "get"
 	case http.MethodPut:
 		return "update"

@@ -25,8 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/ptr"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
 )
 
 // newCA makes a CA and a function that signs client certificates with it.
@@ -201,5 +201,17 @@ func TestSubjectAccessReviewCacheTTLs(t *testing.T) {
 	// Allowed cached for an hour (1 call); denied not cached (3 calls).
 	if calls["sar"] != 4 {
 		t.Fatalf("%d SubjectAccessReviews, want 4", calls["sar"])
+	}
+}
+
+func TestReviewKeyKeepsIdentitiesApart(t *testing.T) {
+	spec := func(groups ...string) authzv1.SubjectAccessReviewSpec {
+		return authzv1.SubjectAccessReviewSpec{User: "u", Groups: groups, ResourceAttributes: &authzv1.ResourceAttributes{Verb: "get", Subresource: "proxy"}}
+	}
+	if reviewKey(spec("a,b", "c")) == reviewKey(spec("a", "b", "c")) {
+		t.Fatal("groups [a,b c] and [a b c] share a cache key")
+	}
+	if reviewKey(spec("a")) != reviewKey(spec("a")) {
+		t.Fatal("the same review has two keys")
 	}
 }
