@@ -230,3 +230,48 @@ func TestParseEnvelope(t *testing.T) {
 		})
 	}
 }
+
+// A stop the runtime reports but its list never shows: after a second of
+// retries the PLEG relists every Period again for a while, as without
+// events.
+func TestPendingStopGivesUpToPeriodicRelist(t *testing.T) {
+	ready := runtimeapi.PodSandboxState_SANDBOX_READY
+	run := runtimeapi.ContainerState_CONTAINER_RUNNING
+	l := &lockedLister{}
+	l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run}))
+	clk := testingclock.NewFakeClock(time.Now())
+	w := &chanWatcher{ids: make(chan string)}
+	g := New(Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Clock: clk, Watchers: []Watcher{w}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go g.Run(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for l.calls.Load() < 2 || !g.streaming.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("relists %d, streaming %v", l.calls.Load(), g.streaming.Load())
+		}
+		time.Sleep(time.Millisecond)
+		clk.Step(minRelistGap)
+	}
+	w.ids <- "c1" // "stopped", but listed running for ever
+	// Retries every pendingRetry until pendingMaxTries.
+	for i := 0; i < pendingMaxTries+5; i++ {
+		time.Sleep(2 * time.Millisecond)
+		clk.Step(pendingRetry)
+	}
+	time.Sleep(10 * time.Millisecond)
+	g.pending.mu.Lock()
+	left := len(g.pending.ids)
+	g.pending.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d IDs still pending after %d tries", left, pendingMaxTries)
+	}
+	before := l.calls.Load()
+	for i := 0; i < 3; i++ {
+		clk.Step(time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := l.calls.Load() - before; n < 2 {
+		t.Fatalf("%d relists in 3 s after giving up on a stop; want one a second", n)
+	}
+}

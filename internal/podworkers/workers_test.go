@@ -203,11 +203,18 @@ func TestTerminateTwiceKeepsTheTerminationInFlight(t *testing.T) {
 	waitFor(t, "termination started", func() bool { return f.count(pod.UID, "terminate") == 1 })
 	ws.Terminate(pod.UID, pod, nil, nil)     // the pod left its source
 	ws.Terminate(pod.UID, pod, nil, &thirty) // the same grace again
+	// A pod terminated with its own grace (nil: the default 30 s) and then
+	// with an explicit 30 s: the same, nothing restarts.
+	other := &v1.Pod{}
+	other.UID = "u2"
+	ws.Terminate(other.UID, other, nil, nil)
+	waitFor(t, "second pod's termination started", func() bool { return f.count(other.UID, "terminate") == 1 })
+	ws.Terminate(other.UID, other, nil, &thirty)
 	time.Sleep(50 * time.Millisecond)
 	f.mu.Lock()
 	canceled := f.termCanceled
 	f.mu.Unlock()
-	if canceled != 0 || f.count(pod.UID, "terminate") != 1 {
+	if canceled != 0 || f.count(pod.UID, "terminate") != 1 || f.count(other.UID, "terminate") != 1 {
 		t.Fatalf("terminations %d, canceled %d: want the first one left alone", f.count(pod.UID, "terminate"), canceled)
 	}
 	ws.Terminate(pod.UID, pod, nil, &five) // shorter: restart with it
