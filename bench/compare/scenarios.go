@@ -205,20 +205,30 @@ func (h *harness) benchPod(name string, trap bool) *v1.Pod {
 // create call's return time as the pod's start.
 func (h *harness) createAll(ctx context.Context, ns string, tr *tracker, names []string, trap bool) error {
 	tr.reset(names)
+	return forEach(names, func(n string) error {
+		if _, err := h.client.CoreV1().Pods(ns).Create(ctx, h.benchPod(n, trap), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		now := time.Now()
+		tr.mu.Lock()
+		tr.get(n).created = now
+		tr.mu.Unlock()
+		return nil
+	})
+}
+
+// forEach runs f for every name at once (one goroutine each) and returns
+// one of the errors.
+func forEach(names []string, f func(string) error) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(names))
 	for _, n := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.client.CoreV1().Pods(ns).Create(ctx, h.benchPod(n, trap), metav1.CreateOptions{}); err != nil {
+			if err := f(n); err != nil {
 				errs <- err
-				return
 			}
-			now := time.Now()
-			tr.mu.Lock()
-			tr.get(n).created = now
-			tr.mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -228,20 +238,12 @@ func (h *harness) createAll(ctx context.Context, ns string, tr *tracker, names [
 
 // deleteAll deletes the pods at once; grace nil is the pod's own.
 func (h *harness) deleteAll(ctx context.Context, ns string, names []string, grace *int64) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, len(names))
-	for _, n := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := h.client.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: grace}); err != nil && !apierrors.IsNotFound(err) {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return forEach(names, func(n string) error {
+		if err := h.client.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: grace}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
 }
 
 // clearPods deletes the pods with grace 0 and waits until they are gone from

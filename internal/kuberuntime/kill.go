@@ -21,10 +21,10 @@ import (
 // minGracePeriod is the shortest grace a container gets, as upstream.
 const minGracePeriod int64 = 2
 
-// gracePeriod picks the grace period for stopping: an override (a deletion's
+// GracePeriod picks the grace period for stopping: an override (a deletion's
 // grace), else the pod's terminationGracePeriodSeconds, else what the pod was
 // started with, else the API default; never below 2 s.
-func gracePeriod(pod *v1.Pod, running *RunningPod, override *int64) int64 {
+func GracePeriod(pod *v1.Pod, running *RunningPod, override *int64) int64 {
 	g := podspec.DefaultGracePeriodSeconds
 	switch {
 	case override != nil:
@@ -43,7 +43,7 @@ func gracePeriod(pod *v1.Pod, running *RunningPod, override *int64) int64 {
 // of the grace period, as upstream; then its sandboxes. pod may be nil for a
 // pod nodelet only knows from the runtime.
 func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *RunningPod, override *int64) error {
-	grace := gracePeriod(pod, running, override)
+	grace := GracePeriod(pod, running, override)
 	deadline := m.clock.Now().Add(time.Duration(grace) * time.Second)
 	sidecarOrder := map[string]int{}
 	if pod != nil {
@@ -138,7 +138,7 @@ func RunningFromStatus(status *PodStatus, listed *RunningPod) *RunningPod {
 // period ran out, both done by the runtime. The hook's time counts against
 // the grace period, which never drops below 2 s.
 func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id, name, podIP, message string, grace *int64) error {
-	g := gracePeriod(pod, nil, grace)
+	g := GracePeriod(pod, nil, grace)
 	if pod != nil {
 		m.event(pod, c, v1.EventTypeNormal, "Killing", message)
 	}

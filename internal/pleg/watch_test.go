@@ -62,6 +62,20 @@ func (w *chanWatcher) Watch(ctx context.Context, established func(), changed fun
 
 // waitEvent waits for an event, moving the fake clock past the minimum
 // gap between event-driven relists meanwhile.
+// waitStreaming waits for the first relist, then the one the established
+// stream asks for.
+func waitStreaming(t *testing.T, g *Generic, l *lockedLister, clk *testingclock.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.calls.Load() < 2 || !g.streaming.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("relists %d, streaming %v", l.calls.Load(), g.streaming.Load())
+		}
+		time.Sleep(time.Millisecond)
+		clk.Step(minRelistGap)
+	}
+}
+
 func waitEvent(t *testing.T, g *Generic, clk *testingclock.FakeClock) *Event {
 	t.Helper()
 	deadline := time.After(5 * time.Second)
@@ -101,15 +115,7 @@ func TestEventsTriggerRelist(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go g.Run(ctx)
-	// The first relist, then the one the established stream asks for.
-	deadline := time.Now().Add(5 * time.Second)
-	for l.calls.Load() < 2 || !g.streaming.Load() {
-		if time.Now().After(deadline) {
-			t.Fatalf("relists %d, streaming %v", l.calls.Load(), g.streaming.Load())
-		}
-		time.Sleep(time.Millisecond)
-		clk.Step(minRelistGap)
-	}
+	waitStreaming(t, g, l, clk)
 	if refusing.calls.Load() != 1 {
 		t.Fatalf("the unsupported watcher was asked %d times", refusing.calls.Load())
 	}
@@ -245,14 +251,7 @@ func TestPendingStopGivesUpToPeriodicRelist(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go g.Run(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for l.calls.Load() < 2 || !g.streaming.Load() {
-		if time.Now().After(deadline) {
-			t.Fatalf("relists %d, streaming %v", l.calls.Load(), g.streaming.Load())
-		}
-		time.Sleep(time.Millisecond)
-		clk.Step(minRelistGap)
-	}
+	waitStreaming(t, g, l, clk)
 	w.ids <- "c1" // "stopped", but listed running for ever
 	// Retries every pendingRetry until pendingMaxTries.
 	for i := 0; i < pendingMaxTries+5; i++ {

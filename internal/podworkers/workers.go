@@ -12,7 +12,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
-	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Syncer does the work for one pod.
@@ -100,7 +99,8 @@ func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kuberuntime.Ru
 	if running != nil {
 		w.running = running
 	}
-	shorter := gracePeriod != nil && *gracePeriod < effectiveGrace(w.pod, w.gracePeriod)
+	shorter := gracePeriod != nil &&
+		kuberuntime.GracePeriod(w.pod, w.running, gracePeriod) < kuberuntime.GracePeriod(w.pod, w.running, w.gracePeriod)
 	if shorter {
 		w.gracePeriod = gracePeriod
 	}
@@ -113,18 +113,6 @@ func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kuberuntime.Ru
 	w.terminate = true
 	w.mu.Unlock()
 	w.poke()
-}
-
-// effectiveGrace is the grace period a termination uses: the override, else
-// the pod's own, else the API default.
-func effectiveGrace(pod *v1.Pod, override *int64) int64 {
-	switch {
-	case override != nil:
-		return *override
-	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
-		return *pod.Spec.TerminationGracePeriodSeconds
-	}
-	return podspec.DefaultGracePeriodSeconds
 }
 
 // Notify wakes the pod's worker, if it has one (a PLEG event).
