@@ -129,11 +129,8 @@ func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberunt
 	return st
 }
 
-// TerminatePod implements podworkers.Syncer: it stops the pod gracefully and
-// removes its sandboxes, containers, logs and directories. A pod deleted in
-// the API gets its final status written and is then deleted for good; a
-// static pod's mirror pod is deleted.
-func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, grace *int64) error {
+// StopPod implements podworkers.Syncer: it stops the pod gracefully.
+func (n *Nodelet) StopPod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, grace *int64) error {
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
 	n.prober.RemovePod(uid)
@@ -148,8 +145,19 @@ func (n *Nodelet) TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberu
 		return err
 	}
 	logger.Info("Pod stopped", "pod", klog.KRef(ns, name), "podUID", uid, "took", n.clock.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// CleanupPod implements podworkers.Syncer: it removes a stopped pod's
+// sandboxes, containers, logs and directories. A pod deleted in the API
+// gets its final status written and is then deleted for good; a static
+// pod's mirror pod is deleted.
+func (n *Nodelet) CleanupPod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod) error {
+	logger := klog.FromContext(ctx)
+	uid, name, ns := podIdentity(pod, running)
 	// What is left after stopping: every sandbox and container, stopped.
-	if rs, err = n.runtime.GetPodStatus(ctx, uid, name, ns); err != nil {
+	rs, err := n.runtime.GetPodStatus(ctx, uid, name, ns)
+	if err != nil {
 		return err
 	}
 	if pod != nil && n.syncer != nil && pod.DeletionTimestamp != nil && !podspec.IsStatic(pod) {

@@ -5,9 +5,10 @@
 //
 // A worker runs its Syncer's SyncPod whenever it is woken (a new spec, a
 // PLEG event, a requested requeue) and at least every resync period. Once
-// asked to terminate it cancels an in-flight sync, calls TerminatePod until
-// it succeeds (retrying with back-off), reports the pod finished and exits;
-// later updates for that UID are ignored until Forget.
+// asked to terminate it cancels an in-flight sync, calls StopPod and then
+// CleanupPod until both succeed (retrying with back-off), reports the pod
+// finished and exits; later updates for that UID are ignored until Forget.
+// A shorter grace period restarts a StopPod in flight, never a cleanup.
 //
 // Concurrency: all exported methods are safe for concurrent use; the Syncer
 // is called only from worker goroutines, never twice at once for one pod.

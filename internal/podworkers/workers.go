@@ -19,9 +19,13 @@ type Syncer interface {
 	// SyncPod makes the pod run as specified. It returns when it wants the
 	// next sync at the latest (0: the resync period).
 	SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error)
-	// TerminatePod stops the pod (pod may be nil for a pod only the runtime
-	// knows, then running is set) and removes what is left of it.
-	TerminatePod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, gracePeriod *int64) error
+	// StopPod stops the pod's containers and sandboxes within the grace
+	// period (pod may be nil for a pod only the runtime knows, then running
+	// is set).
+	StopPod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, gracePeriod *int64) error
+	// CleanupPod removes what is left of a stopped pod: its final status
+	// and API object, its containers, sandboxes and volumes.
+	CleanupPod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod) error
 }
 
 // firstErrorDelay is the first retry after a failed sync, doubling up to a
@@ -59,7 +63,12 @@ type worker struct {
 	running     *kuberuntime.RunningPod
 	terminate   bool
 	gracePeriod *int64
-	cancel      context.CancelFunc // of the in-flight sync
+	// stopping: StopPod is in flight; a shorter grace period restarts it.
+	// Once the pod is stopped, its cleanup is never cut short by a new
+	// grace period (the API's own deletion of the pod, which sets the
+	// grace to 0, would otherwise cancel the very delete call causing it).
+	stopping bool
+	cancel   context.CancelFunc // of the in-flight sync or stop
 }
 
 // New returns Workers whose goroutines live until ctx is done.
@@ -107,7 +116,12 @@ func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kuberuntime.Ru
 	// A sync in flight is cut short; a termination in flight goes on
 	// unless the grace period got shorter (restarting it would stop the
 	// containers again and wait out their grace period a second time).
-	if w.cancel != nil && (!w.terminate || shorter) {
+	switch {
+	case w.cancel == nil:
+	case !w.terminate:
+		w.cancel()
+	case shorter && w.stopping:
+		klog.FromContext(ws.ctx).Info("Restarting the pod's termination with a shorter grace period", "podUID", uid, "gracePeriod", kuberuntime.GracePeriod(w.pod, w.running, gracePeriod))
 		w.cancel()
 	}
 	w.terminate = true
@@ -208,12 +222,18 @@ func (ws *Workers) run(w *worker) {
 		pod, running, terminate, grace := w.pod, w.running, w.terminate, w.gracePeriod
 		ctx, cancel := context.WithCancel(ws.ctx)
 		w.cancel = cancel
+		w.stopping = terminate
 		w.mu.Unlock()
 
 		var next time.Duration
 		var err error
 		if terminate {
-			err = ws.cfg.Syncer.TerminatePod(ctx, pod, running, grace)
+			if err = ws.cfg.Syncer.StopPod(ctx, pod, running, grace); err == nil {
+				w.mu.Lock()
+				w.stopping = false
+				w.mu.Unlock()
+				err = ws.cfg.Syncer.CleanupPod(ctx, pod, running)
+			}
 			cancel()
 			if err == nil {
 				ws.finish(w)

@@ -30,6 +30,10 @@ type fakeSyncer struct {
 	// counts the terminations cut short.
 	termBlock    chan struct{}
 	termCanceled int
+	// cleanBlock makes CleanupPod wait on it (or ctx); cleanCanceled
+	// counts the cleanups cut short.
+	cleanBlock    chan struct{}
+	cleanCanceled int
 }
 
 func (f *fakeSyncer) enter(uid types.UID, op string) {
@@ -63,15 +67,25 @@ func (f *fakeSyncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, e
 	return f.next, nil
 }
 
-func (f *fakeSyncer) TerminatePod(ctx context.Context, pod *v1.Pod, _ *kuberuntime.RunningPod, _ *int64) error {
-	f.enter(pod.UID, "terminate")
-	defer f.leave(pod.UID)
-	if f.termBlock != nil {
+func (f *fakeSyncer) StopPod(ctx context.Context, pod *v1.Pod, _ *kuberuntime.RunningPod, _ *int64) error {
+	return f.blockingOp(ctx, pod.UID, "terminate", f.termBlock, &f.termCanceled)
+}
+
+func (f *fakeSyncer) CleanupPod(ctx context.Context, pod *v1.Pod, _ *kuberuntime.RunningPod) error {
+	return f.blockingOp(ctx, pod.UID, "cleanup", f.cleanBlock, &f.cleanCanceled)
+}
+
+// blockingOp records op and waits on block (when set) or ctx, counting
+// in canceled the calls ctx cut short.
+func (f *fakeSyncer) blockingOp(ctx context.Context, uid types.UID, op string, block chan struct{}, canceled *int) error {
+	f.enter(uid, op)
+	defer f.leave(uid)
+	if block != nil {
 		select {
-		case <-f.termBlock:
+		case <-block:
 		case <-ctx.Done():
 			f.mu.Lock()
-			f.termCanceled++
+			*canceled++
 			f.mu.Unlock()
 			return ctx.Err()
 		}
@@ -224,5 +238,34 @@ func TestTerminateTwiceKeepsTheTerminationInFlight(t *testing.T) {
 	defer f.mu.Unlock()
 	if f.termCanceled != 1 {
 		t.Fatalf("canceled %d, want 1", f.termCanceled)
+	}
+}
+
+// Once the pod is stopped, a shorter grace period (the API server sets 0
+// when it deletes the pod at the cleanup's own request) does not cut the
+// cleanup short.
+func TestShorterGraceLeavesTheCleanupAlone(t *testing.T) {
+	f := &fakeSyncer{inSync: map[types.UID]int{}, cleanBlock: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	ws := New(ctx, Config{Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
+	pod := newPod("p")
+	thirty, zero := int64(30), int64(0)
+	ws.Terminate(pod.UID, pod, nil, &thirty)
+	waitFor(t, "cleanup started", func() bool { return f.count(pod.UID, "cleanup") == 1 })
+	ws.Terminate(pod.UID, pod, nil, &zero)
+	time.Sleep(50 * time.Millisecond)
+	close(f.cleanBlock)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("termination did not finish")
+	}
+	f.mu.Lock()
+	canceled := f.cleanCanceled
+	f.mu.Unlock()
+	if stops, cleanups := f.count(pod.UID, "terminate"), f.count(pod.UID, "cleanup"); canceled != 0 || stops != 1 || cleanups != 1 {
+		t.Fatalf("stops %d, cleanups %d, canceled %d: want one of each, none canceled", stops, cleanups, canceled)
 	}
 }
