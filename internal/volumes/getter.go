@@ -123,6 +123,18 @@ func (g *APIGetter) Token(ctx context.Context, pod *v1.Pod, sa, audience string,
 		req.Spec.Audiences = []string{audience}
 	}
 	resp, err := g.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	// A pod's first token can be refused for a few milliseconds after its
+	// binding: the API server's node authorizer and its pod cache learn of
+	// the binding from their own watches, after this node's watch delivered
+	// the pod. Retry that quickly rather than fail the pod's sync.
+	for delay := firstTokenRetry; !ok && apierrors.IsForbidden(err) && delay <= maxTokenRetry; delay *= 2 {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-g.clock.After(delay):
+		}
+		resp, err = g.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	}
 	if err != nil {
 		return "", fmt.Errorf("request a token for service account %s/%s: %w", pod.Namespace, sa, err)
 	}
@@ -137,6 +149,14 @@ func (g *APIGetter) Token(ctx context.Context, pod *v1.Pod, sa, audience string,
 	g.mu.Unlock()
 	return resp.Status.Token, nil
 }
+
+// firstTokenRetry and maxTokenRetry bound the quick retries of a pod's
+// first token request refused as Forbidden (20, 40, ... 320 ms: 0.6 s in
+// all, then the pod's sync fails and is retried as any other).
+const (
+	firstTokenRetry = 20 * time.Millisecond
+	maxTokenRetry   = 320 * time.Millisecond
+)
 
 // Forget drops the tokens of a pod that is gone.
 func (g *APIGetter) Forget(uid types.UID) {

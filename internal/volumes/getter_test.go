@@ -1,0 +1,74 @@
+package volumes
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// A pod's first token request refused as Forbidden (the API server has not
+// yet seen the pod's binding) is retried quickly; a refusal that lasts, or
+// a renewal refused, is returned.
+func TestTokenRetriesAFreshPodsForbidden(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		refusals  int32
+		renewal   bool // the pod already has a token due for renewal
+		wantErr   bool
+		wantCalls int32
+	}{
+		{"granted at once", 0, false, false, 1},
+		{"refused twice, then granted", 2, false, false, 3},
+		{"refused for good", 100, false, true, 6},
+		{"renewal refused", 100, true, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewSimpleClientset()
+			var calls atomic.Int32
+			client.PrependReactor("create", "serviceaccounts", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				if calls.Add(1) <= tc.refusals {
+					return true, nil, apierrors.NewForbidden(v1.Resource("serviceaccounts"), "default", nil)
+				}
+				return true, &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
+					Token: "t", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour)),
+				}}, nil
+			})
+			clk := testingclock.NewFakeClock(time.Now())
+			g := NewAPIGetter(client, clk, time.Minute)
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
+			if tc.renewal {
+				g.tokens["u/default//3600"] = token{value: "old", renewAt: clk.Now().Add(-time.Second)}
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := g.Token(context.Background(), pod, "default", "", 3600)
+				done <- err
+			}()
+			var err error
+		wait:
+			for {
+				select {
+				case err = <-done:
+					break wait
+				case <-time.After(time.Millisecond):
+					if clk.HasWaiters() {
+						clk.Step(maxTokenRetry)
+					}
+				}
+			}
+			if (err != nil) != tc.wantErr || calls.Load() != tc.wantCalls {
+				t.Fatalf("err %v after %d calls; want error %v after %d", err, calls.Load(), tc.wantErr, tc.wantCalls)
+			}
+		})
+	}
+}
