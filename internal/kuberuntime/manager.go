@@ -52,7 +52,7 @@ type Config struct {
 	// profiles).
 	RootDir string
 	// MaxParallelStarts bounds the sandboxes and containers being created
-	// at once (see startGate): 0 means max(4, 2 x CPUs), negative no limit.
+	// at once (see startGate): 0 means max(8, 2 x CPUs), negative no limit.
 	MaxParallelStarts int
 	// PodsDir is <root-dir>/pods: per-pod directories (termination message
 	// files, emptyDir volumes).
