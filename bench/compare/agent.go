@@ -511,42 +511,91 @@ func (h *harness) otherPids() map[string]int {
 			out["containerd"] = pid
 		}
 	}
-	if data, err := os.ReadFile(filepath.Join(h.env["STACK_DIR"], "cluster", "run", "kube-apiserver.pid")); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
-			out["kube-apiserver"] = pid
+	for _, name := range []string{"kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager"} {
+		if data, err := os.ReadFile(filepath.Join(h.env["STACK_DIR"], "cluster", "run", name+".pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+				out[name] = pid
+			}
 		}
 	}
 	return out
 }
 
-// shimCPU sums the CPU seconds of every containerd-shim process and of the
-// children they reaped (runc); shims outlive the burst, so the sum's
-// difference is their work in it.
-func shimCPU() float64 {
+// groupCPU sums CPU seconds of processes the per-agent lists do not
+// name: every containerd-shim with the children it reaped (runc), the
+// children containerd reaped (CNI plugins), kernel threads, this program,
+// and the machine's interrupt time. Shims and kernel threads outlive a
+// burst, so differences of these sums are their work in it.
+func groupCPU(containerdPid int) map[string]float64 {
+	out := map[string]float64{}
+	times := func(pid int) []float64 {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil
+		}
+		f := strings.Fields(string(stat)[strings.LastIndexByte(string(stat), ')')+2:])
+		// ppid, then utime, stime, cutime, cstime.
+		v := make([]float64, 5)
+		v[0], _ = strconv.ParseFloat(f[1], 64)
+		for i, j := range []int{11, 12, 13, 14} {
+			x, _ := strconv.ParseFloat(f[j], 64)
+			v[i+1] = x / 100
+		}
+		return v
+	}
 	ents, _ := os.ReadDir("/proc")
-	var sum float64
+	self := os.Getpid()
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err != nil || !strings.HasPrefix(string(comm), "containerd-shim") {
+		t := times(pid)
+		if t == nil {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat)[strings.LastIndexByte(string(stat), ')')+2:])
-		// utime, stime, cutime, cstime: the runc processes a shim reaps
-		// are in its children's times.
-		for _, i := range []int{11, 12, 13, 14} {
-			v, _ := strconv.ParseFloat(f[i], 64)
-			sum += v / 100
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		switch {
+		case strings.HasPrefix(string(comm), "containerd-shim"):
+			out["containerd-shims"] += t[1] + t[2] + t[3] + t[4]
+		case pid == containerdPid:
+			out["containerd-children"] += t[3] + t[4]
+		case pid == 2 || t[0] == 2:
+			out["kernel-threads"] += t[1] + t[2]
+		case pid == self:
+			out["benchmark"] += t[1] + t[2]
 		}
 	}
-	return sum
+	if data, err := os.ReadFile("/proc/stat"); err == nil {
+		f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+		for _, i := range []int{6, 7} { // irq, softirq
+			x, _ := strconv.ParseFloat(f[i], 64)
+			out["irq"] += x / 100
+		}
+	}
+	return out
+}
+
+// settle waits until the machine is quiet (under 0.6 of a core busy over
+// each of two consecutive seconds, at most a minute): removing the previous
+// pods leaves containerd collecting snapshots and the kernel cleaning up
+// network namespaces for seconds, which would otherwise land in the next
+// measurement of whichever agent runs then.
+func settle() {
+	start := time.Now()
+	quiet := 0
+	for quiet < 2 && time.Since(start) < time.Minute {
+		b := machineBusy()
+		time.Sleep(time.Second)
+		if machineBusy()-b < 0.6 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		log.Printf("waited %.0f s for the machine to settle", d.Seconds())
+	}
 }
 
 // machineBusy is the CPU seconds all CPUs spent not idle (/proc/stat).

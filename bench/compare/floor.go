@@ -27,6 +27,9 @@ type Floor struct {
 	Started     Stats     `json:"started"`
 	AllSeconds  float64   `json:"allSeconds"`
 	StartedMs   []float64 `json:"startedMs"`
+	// CPUSeconds: what the machine, containerd and the groups of groupCPU
+	// spent from the start of the burst to its last start.
+	CPUSeconds map[string]float64 `json:"cpuSeconds,omitempty"`
 }
 
 // runtimeFloor runs one floor burst of n pods, at most conc at a time (0:
@@ -47,6 +50,17 @@ func (h *harness) runtimeFloor(ctx context.Context, n, conc int) (*Floor, error)
 	if conc <= 0 || conc > n {
 		conc = n
 	}
+	settle()
+	others := h.otherPids()
+	cpu := func() map[string]float64 {
+		m := groupCPU(others["containerd"])
+		m["machine"] = machineBusy()
+		if p, err := readProc(others["containerd"]); err == nil {
+			m["containerd"] = p.CPU
+		}
+		return m
+	}
+	before := cpu()
 	sem := make(chan struct{}, conc)
 	var (
 		mu   sync.Mutex
@@ -72,19 +86,23 @@ func (h *harness) runtimeFloor(ctx context.Context, n, conc int) (*Floor, error)
 		}(i)
 	}
 	wg.Wait()
+	used := cpu()
+	for k := range used {
+		used[k] -= before[k]
+	}
 	// A few pods the runtime fails to start under load are a result, not
 	// the end of the measurement; all of them failing is.
 	if len(done) == 0 {
 		return nil, fmt.Errorf("every floor pod failed; first: %w", errs[0])
 	}
 	sort.Float64s(done)
-	f := &Floor{Pods: n, Concurrency: conc, Started: stats(done), AllSeconds: done[len(done)-1] / 1000, StartedMs: done, Failed: len(errs)}
+	f := &Floor{Pods: n, Concurrency: conc, Started: stats(done), AllSeconds: done[len(done)-1] / 1000, StartedMs: done, Failed: len(errs), CPUSeconds: used}
 	if len(errs) > 0 {
 		f.FirstError = errs[0].Error()
 		log.Printf("runtime floor: %d of %d pods failed in the runtime; first: %v", len(errs), n, errs[0])
 	}
-	log.Printf("runtime floor, %d pods, %d at a time: started p50 %.0f p99 %.0f ms, all %.2f s",
-		n, conc, f.Started.P50, f.Started.P99, f.AllSeconds)
+	log.Printf("runtime floor, %d pods, %d at a time: started p50 %.0f p99 %.0f ms, all %.2f s, CPU-s %v",
+		n, conc, f.Started.P50, f.Started.P99, f.AllSeconds, used)
 	return f, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -203,21 +204,28 @@ func writeReport(o *options, r *Results) error {
 	p("")
 	p("| step | upstream kubelet | nodelet |")
 	p("|---|---|---|")
-	for _, k := range []string{"create->sandbox-created-ms", "sandbox-created->container-created-ms", "container-created->started-ms", "started->api-running-ms"} {
+	for _, k := range []string{"create->bound-ms", "first-create->first-sandbox-ms", "create->first-status-ms", "create->sandbox-created-ms", "sandbox-created->container-created-ms", "container-created->started-ms", "started->api-running-ms", "last-started->last-running-ms"} {
 		g := func(a *AgentResult) float64 {
 			return medianOf(a.Bursts, func(b *Burst) float64 { return valOr(b.Breakdown, k) })
 		}
 		p("| %s | %s | %s |", strings.TrimSuffix(k, "-ms")+" (ms)", num(g(up)), num(g(nl)))
 	}
-	for _, k := range []string{"containerd", "containerd-shims", "kube-apiserver", "machine"} {
+	for _, k := range []string{"containerd", "containerd-children", "containerd-shims", "kernel-threads", "irq", "kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager", "benchmark", "machine"} {
 		g := func(a *AgentResult) float64 {
 			return medianOf(a.Bursts, func(b *Burst) float64 { return valOr(b.OtherCPUSeconds, k) })
 		}
 		what := map[string]string{
-			"containerd":       "containerd's CPU",
-			"containerd-shims": "containerd shims' CPU (with the runc processes they reaped)",
-			"kube-apiserver":   "kube-apiserver's CPU",
-			"machine":          "whole machine busy (2 cores)",
+			"containerd":              "containerd's CPU",
+			"containerd-shims":        "containerd shims' CPU (with the runc processes they reaped)",
+			"containerd-children":     "CNI plugins' CPU (containerd's reaped children)",
+			"kernel-threads":          "kernel threads' CPU",
+			"irq":                     "interrupts (irq + softirq)",
+			"benchmark":               "this benchmark's own CPU (its watch)",
+			"kube-apiserver":          "kube-apiserver's CPU",
+			"etcd":                    "etcd's CPU",
+			"kube-scheduler":          "kube-scheduler's CPU",
+			"kube-controller-manager": "kube-controller-manager's CPU",
+			"machine":                 "whole machine busy (2 cores)",
 		}[k]
 		p("| %s, burst start -> 5 s after all Ready (CPU-s) | %s | %s |", what, num(g(up)), num(g(nl)))
 	}
@@ -309,14 +317,14 @@ func writeFloor(p func(string, ...any), r *Results, nl *AgentResult) {
 	p("time runs from the start of the burst to its StartContainer's return. No agent can start these")
 	p("pods faster on this machine.")
 	p("")
-	p("| pods | at a time | started p50 (ms) | p99 (ms) | all started (s) | failed in the runtime |")
-	p("|---|---|---|---|---|---|")
+	p("| pods | at a time | started p50 (ms) | p99 (ms) | all started (s) | machine busy (CPU-s) | failed in the runtime |")
+	p("|---|---|---|---|---|---|---|")
 	for _, f := range r.Floor {
 		at := fmt.Sprint(f.Concurrency)
 		if f.Concurrency == f.Pods {
 			at = "all"
 		}
-		p("| %d | %s | %s | %s | %s | %d |", f.Pods, at, num(f.Started.P50), num(f.Started.P99), num(f.AllSeconds), f.Failed)
+		p("| %d | %s | %s | %s | %s | %s | %d |", f.Pods, at, num(f.Started.P50), num(f.Started.P99), num(f.AllSeconds), num(f.CPUSeconds["machine"]), f.Failed)
 	}
 	if best := bestFloor(r, burstPods(r)); best != nil {
 		nlAll := burstFig(func(b *Burst) float64 { return b.AllRunningSeconds })(nl)
@@ -324,9 +332,39 @@ func writeFloor(p func(string, ...any), r *Results, nl *AgentResult) {
 		p("nodelet's all-%d-Running time is %.2f x the runtime's best (%s s against %s s); the rest is the", best.Pods, nlAll/best.AllSeconds, num(nlAll), num(best.AllSeconds))
 		p("API path (scheduling, watch, token, status write) and the agent's own work. Giving containerd")
 		p("every pod at once (\"at a time\" = all) is slower for the median pod than a few at a time:")
-		p("nodelet creates at most max(4, 2 x CPUs) sandboxes and containers at once, containers of")
+		p("nodelet creates at most max(8, 2 x CPUs) sandboxes and containers at once, containers of")
 		p("pods already started first, sandboxes in all slots but one.")
+		if cp, cores := controlPlaneCPU(nl), cpus(r); cp > 0 {
+			p("")
+			p("With an agent, the control plane runs on the same %d cores: kube-apiserver, etcd, kube-scheduler", cores)
+			p("and kube-controller-manager used %s CPU-s during nodelet's bursts (median), and the runtime", num(cp))
+			p("was already using every core in the floor (see its machine-busy column). So with the API calls")
+			p("an agent makes for these pods (a token, status writes and events per pod, as upstream does too),")
+			p("the %d pods cannot all start here in less than about %s s (the floor's %s s + %s CPU-s / %d", best.Pods, num(best.AllSeconds+cp/float64(cores)), num(best.AllSeconds), num(cp), cores)
+			p("cores), before any work of the agent's own.")
+		}
 	}
+}
+
+// controlPlaneCPU is the CPU seconds the control plane's processes used
+// during the agent's bursts (median over the repetitions).
+func controlPlaneCPU(a *AgentResult) float64 {
+	return medianOf(a.Bursts, func(b *Burst) float64 {
+		var sum float64
+		for _, k := range []string{"kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager"} {
+			sum += valOr(b.OtherCPUSeconds, k)
+		}
+		return sum
+	})
+}
+
+// cpus is the machine's CPU count from the results (2 if unknown).
+func cpus(r *Results) int {
+	n, err := strconv.Atoi(r.Machine["cpus"])
+	if err != nil || n < 1 {
+		return 2
+	}
+	return n
 }
 
 func burstPods(r *Results) int {
@@ -351,7 +389,12 @@ func writeTargets(p func(string, ...any), r *Results, up, nl *AgentResult) {
 		if floor == nil {
 			return "no floor measured"
 		}
-		return fmt.Sprintf("the runtime alone needs %s ms, %.2f x upstream's figure", num(floorMs), floorMs/of(up))
+		out := fmt.Sprintf("the runtime alone needs %s ms, %.2f x upstream's figure", num(floorMs), floorMs/of(up))
+		if cp := controlPlaneCPU(nl); cp > 0 {
+			withCP := floorMs + 1000*cp/float64(cpus(r))
+			out += fmt.Sprintf("; with the control plane's CPU on the same cores about %s ms, %.2f x", num(withCP), withCP/of(up))
+		}
+		return out
 	}
 	p50 := burstFig(func(b *Burst) float64 { return b.Running.P50 })
 	p99 := burstFig(func(b *Burst) float64 { return b.Running.P99 })

@@ -26,11 +26,13 @@ import (
 
 // podState is what the watch saw of one pod.
 type podState struct {
-	created  time.Time // the create call's return
-	running  time.Time // first event: Running with every container started
-	ready    time.Time // first event: Ready
-	deleted  time.Time // Deleted event
-	restarts int32
+	created   time.Time // the create call's return
+	scheduled time.Time // first event with the pod bound to a node
+	acked     time.Time // first event with a status from the agent (startTime set)
+	running   time.Time // first event: Running with every container started
+	ready     time.Time // first event: Ready
+	deleted   time.Time // Deleted event
+	restarts  int32
 	// restartedAt is the first event showing restarts > restartBase with the
 	// container running again.
 	restartBase int32
@@ -99,6 +101,12 @@ func (tr *tracker) observe(now time.Time, typ watch.EventType, p *v1.Pod) {
 			s.deleted = now
 		}
 		return
+	}
+	if p.Spec.NodeName != "" && s.scheduled.IsZero() {
+		s.scheduled = now
+	}
+	if p.Status.StartTime != nil && s.acked.IsZero() {
+		s.acked = now
 	}
 	started := len(p.Status.ContainerStatuses) == len(p.Spec.Containers)
 	var restarts int32
@@ -274,6 +282,7 @@ func (h *harness) clearPods(ctx context.Context, ns string, tr *tracker, names [
 // burst creates n pods at once and measures them up to Running and Ready.
 func (h *harness) burst(ctx context.Context, a *agentProc, s *sampler, ns string, tr *tracker, prefix string, n int) (*Burst, error) {
 	names := podNames(prefix, n)
+	settle()
 	others := h.otherPids()
 	before := map[string]float64{}
 	for k, pid := range others {
@@ -281,7 +290,7 @@ func (h *harness) burst(ctx context.Context, a *agentProc, s *sampler, ns string
 			before[k] = p.CPU
 		}
 	}
-	shimsBefore, busyBefore := shimCPU(), machineBusy()
+	groupsBefore, busyBefore := groupCPU(others["containerd"]), machineBusy()
 	log.Printf("burst of %d pods (%s)", n, prefix)
 	start := time.Now()
 	if err := h.createAll(ctx, ns, tr, names, false); err != nil {
@@ -322,7 +331,9 @@ func (h *harness) burst(ctx context.Context, a *agentProc, s *sampler, ns string
 			b.OtherCPUSeconds[k] = p.CPU - before[k]
 		}
 	}
-	b.OtherCPUSeconds["containerd-shims"] = shimCPU() - shimsBefore
+	for k, v := range groupCPU(others["containerd"]) {
+		b.OtherCPUSeconds[k] = v - groupsBefore[k]
+	}
 	b.OtherCPUSeconds["machine"] = machineBusy() - busyBefore
 	b.OtherCPUSeconds["window"] = time.Since(start).Seconds()
 	b.Breakdown = h.breakdown(ctx, ns, tr, names)
@@ -353,7 +364,11 @@ func (h *harness) breakdown(ctx context.Context, ns string, tr *tracker, names [
 	for _, n := range names {
 		want[n] = true
 	}
-	var sched, sandbox, create, report []float64
+	var bound, acked, sched, sandbox, create, report []float64
+	// The runtime's busy span: the burst's first create call to the first
+	// sandbox created, and the last container started to the last pod
+	// Running in the API.
+	var first, firstBox, lastStart, lastRunning time.Time
 	for _, c := range cs {
 		b := boxOf[c.PodSandboxId]
 		if b == nil || !want[b.Metadata.Name] {
@@ -367,6 +382,24 @@ func (h *harness) breakdown(ctx context.Context, ns string, tr *tracker, names [
 		boxAt := time.Unix(0, b.CreatedAt)
 		cAt := time.Unix(0, c.CreatedAt)
 		sAt := time.Unix(0, st.Status.StartedAt)
+		if !ps.scheduled.IsZero() {
+			bound = append(bound, ms(ps.scheduled.Sub(ps.created)))
+		}
+		if !ps.acked.IsZero() {
+			acked = append(acked, ms(ps.acked.Sub(ps.created)))
+		}
+		if first.IsZero() || ps.created.Before(first) {
+			first = ps.created
+		}
+		if firstBox.IsZero() || boxAt.Before(firstBox) {
+			firstBox = boxAt
+		}
+		if sAt.After(lastStart) {
+			lastStart = sAt
+		}
+		if ps.running.After(lastRunning) {
+			lastRunning = ps.running
+		}
 		sched = append(sched, ms(boxAt.Sub(ps.created)))
 		sandbox = append(sandbox, ms(cAt.Sub(boxAt)))
 		create = append(create, ms(sAt.Sub(cAt)))
@@ -374,7 +407,11 @@ func (h *harness) breakdown(ctx context.Context, ns string, tr *tracker, names [
 	}
 	med := func(x []float64) float64 { sort.Float64s(x); return stats(x).P50 }
 	return map[string]float64{
+		"create->bound-ms":                      med(bound),
+		"create->first-status-ms":               med(acked),
 		"create->sandbox-created-ms":            med(sched),
+		"first-create->first-sandbox-ms":        ms(firstBox.Sub(first)),
+		"last-started->last-running-ms":         ms(lastRunning.Sub(lastStart)),
 		"sandbox-created->container-created-ms": med(sandbox),
 		"container-created->started-ms":         med(create),
 		"started->api-running-ms":               med(report),
@@ -432,6 +469,7 @@ func (h *harness) deletion(ctx context.Context, ns string, tr *tracker, prefix s
 		return Deletion{}, err
 	}
 	time.Sleep(2 * time.Second)
+	settle()
 	t0 := time.Now()
 	// The runtime side: until no sandbox of the namespace is ready any more
 	// (the agent stopped every container and sandbox).
