@@ -299,9 +299,37 @@ const nsPrefix = "cmp-"
 // removeSandboxes stops and removes the sandboxes (and their containers) of
 // the benchmark's namespaces, or of one namespace.
 func (h *harness) removeSandboxes(ctx context.Context, ns string) error {
+	// The agent may be removing the same sandboxes (containerd then says
+	// "already in removing state"): try again until none is left.
+	var errs []string
+	removed := 0
+	for try := 0; try < 20; try++ {
+		n, e, err := h.removeSandboxesOnce(ctx, ns)
+		if err != nil {
+			return err
+		}
+		removed += n
+		if errs = e; len(errs) == 0 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("remove sandboxes: %s", strings.Join(errs, "; "))
+	}
+	if removed > 0 {
+		log.Printf("removed %d sandboxes left in containerd", removed)
+	}
+	return nil
+}
+
+// removeSandboxesOnce stops and removes the sandboxes of ns (all of the
+// benchmark's namespaces if ns is empty) and their containers; it returns
+// how many it removed and what failed.
+func (h *harness) removeSandboxesOnce(ctx context.Context, ns string) (int, []string, error) {
 	boxes, err := h.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	mine := map[string]bool{}
 	for _, b := range boxes {
@@ -312,7 +340,7 @@ func (h *harness) removeSandboxes(ctx context.Context, ns string) error {
 	}
 	cs, err := h.rt.ListContainers(ctx, nil)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	for _, c := range cs {
 		if mine[c.PodSandboxId] {
@@ -321,19 +349,16 @@ func (h *harness) removeSandboxes(ctx context.Context, ns string) error {
 		}
 	}
 	var errs []string
+	removed := 0
 	for id := range mine {
 		_ = h.rt.StopPodSandbox(ctx, id)
 		if err := h.rt.RemovePodSandbox(ctx, id); err != nil {
 			errs = append(errs, err.Error())
+		} else {
+			removed++
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("remove sandboxes: %s", strings.Join(errs, "; "))
-	}
-	if len(mine) > 0 {
-		log.Printf("removed %d sandboxes left in containerd", len(mine))
-	}
-	return nil
+	return removed, errs, nil
 }
 
 // readySandboxes is the number of ready (not stopped) sandboxes of
@@ -576,18 +601,20 @@ func groupCPU(containerdPid int) map[string]float64 {
 	return out
 }
 
-// settle waits until the machine is quiet (under 0.6 of a core busy over
-// each of two consecutive seconds, at most a minute): removing the previous
-// pods leaves containerd collecting snapshots and the kernel cleaning up
-// network namespaces for seconds, which would otherwise land in the next
-// measurement of whichever agent runs then.
+// settle waits until the machine is quiet (under 0.6 of a core busy and
+// the host's network interfaces unchanged over each of two consecutive
+// seconds, at most two minutes): removing the previous pods leaves
+// containerd collecting snapshots and the kernel destroying network
+// namespaces (and their veths, under the lock every CNI ADD needs) for
+// seconds after the sandboxes are gone, which would otherwise land in the
+// next measurement of whichever agent runs then.
 func settle() {
 	start := time.Now()
 	quiet := 0
-	for quiet < 2 && time.Since(start) < time.Minute {
-		b := machineBusy()
+	for quiet < 2 && time.Since(start) < 2*time.Minute {
+		b, links := machineBusy(), hostLinks()
 		time.Sleep(time.Second)
-		if machineBusy()-b < 0.6 {
+		if machineBusy()-b < 0.6 && hostLinks() == links {
 			quiet++
 		} else {
 			quiet = 0
@@ -596,6 +623,12 @@ func settle() {
 	if d := time.Since(start); d > 3*time.Second {
 		log.Printf("waited %.0f s for the machine to settle", d.Seconds())
 	}
+}
+
+// hostLinks is how many network interfaces the host has.
+func hostLinks() int {
+	ents, _ := os.ReadDir("/sys/class/net")
+	return len(ents)
 }
 
 // machineBusy is the CPU seconds all CPUs spent not idle (/proc/stat).

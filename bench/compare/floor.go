@@ -24,6 +24,7 @@ type Floor struct {
 	Failed      int       `json:"failed,omitempty"`
 	FirstError  string    `json:"firstError,omitempty"`
 	Concurrency int       `json:"concurrency"`
+	When        string    `json:"when,omitempty"` // before or after the agents ran
 	Started     Stats     `json:"started"`
 	AllSeconds  float64   `json:"allSeconds"`
 	StartedMs   []float64 `json:"startedMs"`

@@ -139,6 +139,21 @@ func main() {
 		}
 		return
 	}
+	// The runtime alone, before the agents and again after them (the
+	// report takes the faster of the two): what no agent can beat on this
+	// machine, measured in the state the agents started from and in the one
+	// they left.
+	floors := func(when string) {
+		for _, f := range o.floor {
+			fl, err := h.runtimeFloor(context.Background(), f[0], f[1])
+			if err != nil {
+				log.Fatalf("runtime floor: %v", err)
+			}
+			fl.When = when
+			res.Floor = append(res.Floor, fl)
+		}
+	}
+	floors("before the agents")
 	for _, a := range o.agents {
 		r, err := h.runAgent(context.Background(), a)
 		if err != nil {
@@ -152,14 +167,7 @@ func main() {
 		}
 	}
 	h.restoreHost()
-	// The runtime alone, last: what no agent can beat on this machine.
-	for _, f := range o.floor {
-		fl, err := h.runtimeFloor(context.Background(), f[0], f[1])
-		if err != nil {
-			log.Fatalf("runtime floor: %v", err)
-		}
-		res.Floor = append(res.Floor, fl)
-	}
+	floors("after the agents")
 	if err := saveResults(o.out, res); err != nil {
 		log.Fatal(err)
 	}
