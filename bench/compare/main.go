@@ -144,6 +144,7 @@ func main() {
 	// machine, measured in the state the agents started from and in the one
 	// they left.
 	floors := func(when string) {
+		dropCaches()
 		for _, f := range o.floor {
 			fl, err := h.runtimeFloor(context.Background(), f[0], f[1])
 			if err != nil {

@@ -531,6 +531,7 @@ func (h *harness) runAgent(ctx context.Context, name string) (*AgentResult, erro
 	if err := h.cleanNode(ctx, ""); err != nil {
 		return nil, err
 	}
+	dropCaches()
 	a, err := h.startAgent(name)
 	if err != nil {
 		return nil, err
