@@ -444,17 +444,34 @@ func readProc(pid int) (procSample, error) {
 			s.RSSKiB, _ = strconv.ParseInt(f[1], 10, 64)
 		}
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	t, err := procTimes(pid)
 	if err != nil {
 		return s, err
 	}
-	// Fields after the command (which may hold spaces) in parentheses.
-	rest := string(stat)[strings.LastIndexByte(string(stat), ')')+2:]
-	f := strings.Fields(rest)
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	s.CPU = (ut + st) / 100 // USER_HZ
+	s.CPU = t.user + t.system
 	return s, nil
+}
+
+// times is what /proc/PID/stat says of a process: its parent and its CPU
+// seconds, its own and those of the children it reaped.
+type times struct {
+	ppid                                 int
+	user, system, childUser, childSystem float64
+}
+
+func procTimes(pid int) (times, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return times{}, err
+	}
+	// Fields after the command (which may hold spaces) in parentheses.
+	f := strings.Fields(string(stat)[strings.LastIndexByte(string(stat), ')')+2:])
+	sec := func(i int) float64 {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		return v / 100 // USER_HZ
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return times{ppid: ppid, user: sec(11), system: sec(12), childUser: sec(13), childSystem: sec(14)}, nil
 }
 
 // sampler records the agent's RSS and CPU every 250 ms.
@@ -553,21 +570,6 @@ func (h *harness) otherPids() map[string]int {
 // burst, so differences of these sums are their work in it.
 func groupCPU(containerdPid int) map[string]float64 {
 	out := map[string]float64{}
-	times := func(pid int) []float64 {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return nil
-		}
-		f := strings.Fields(string(stat)[strings.LastIndexByte(string(stat), ')')+2:])
-		// ppid, then utime, stime, cutime, cstime.
-		v := make([]float64, 5)
-		v[0], _ = strconv.ParseFloat(f[1], 64)
-		for i, j := range []int{11, 12, 13, 14} {
-			x, _ := strconv.ParseFloat(f[j], 64)
-			v[i+1] = x / 100
-		}
-		return v
-	}
 	ents, _ := os.ReadDir("/proc")
 	self := os.Getpid()
 	for _, e := range ents {
@@ -575,20 +577,20 @@ func groupCPU(containerdPid int) map[string]float64 {
 		if err != nil {
 			continue
 		}
-		t := times(pid)
-		if t == nil {
+		t, err := procTimes(pid)
+		if err != nil {
 			continue
 		}
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		switch {
 		case strings.HasPrefix(string(comm), "containerd-shim"):
-			out["containerd-shims"] += t[1] + t[2] + t[3] + t[4]
+			out["containerd-shims"] += t.user + t.system + t.childUser + t.childSystem
 		case pid == containerdPid:
-			out["containerd-children"] += t[3] + t[4]
-		case pid == 2 || t[0] == 2:
-			out["kernel-threads"] += t[1] + t[2]
+			out["containerd-children"] += t.childUser + t.childSystem
+		case pid == 2 || t.ppid == 2:
+			out["kernel-threads"] += t.user + t.system
 		case pid == self:
-			out["benchmark"] += t[1] + t[2]
+			out["benchmark"] += t.user + t.system
 		}
 	}
 	if data, err := os.ReadFile("/proc/stat"); err == nil {

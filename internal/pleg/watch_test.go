@@ -147,17 +147,11 @@ func TestEventsTriggerRelist(t *testing.T) {
 
 	// While streaming, ticks relist only every EventedPeriod.
 	before := l.calls.Load()
-	for i := 0; i < 5; i++ {
-		clk.Step(time.Second)
-		time.Sleep(5 * time.Millisecond)
-	}
+	stepSeconds(clk, 5)
 	if n := l.calls.Load() - before; n != 0 {
 		t.Fatalf("%d relists in 5 s of streaming; want none before the evented period", n)
 	}
-	for i := 0; i < 6; i++ {
-		clk.Step(time.Second)
-		time.Sleep(5 * time.Millisecond)
-	}
+	stepSeconds(clk, 6)
 	if n := l.calls.Load() - before; n != 1 {
 		t.Fatalf("%d relists after 11 s of streaming; want 1", n)
 	}
@@ -179,10 +173,7 @@ func TestWatcherErrorsFallBackToPeriod(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	before := l.calls.Load()
-	for i := 0; i < 3; i++ {
-		clk.Step(time.Second)
-		time.Sleep(5 * time.Millisecond)
-	}
+	stepSeconds(clk, 3)
 	if n := l.calls.Load() - before; n < 2 {
 		t.Fatalf("%d relists in 3 periods with a broken stream", n)
 	}
@@ -266,11 +257,17 @@ func TestPendingStopGivesUpToPeriodicRelist(t *testing.T) {
 		t.Fatalf("%d IDs still pending after %d tries", left, pendingMaxTries)
 	}
 	before := l.calls.Load()
-	for i := 0; i < 3; i++ {
-		clk.Step(time.Second)
-		time.Sleep(5 * time.Millisecond)
-	}
+	stepSeconds(clk, 3)
 	if n := l.calls.Load() - before; n < 2 {
 		t.Fatalf("%d relists in 3 s after giving up on a stop; want one a second", n)
+	}
+}
+
+// stepSeconds moves clk on by n seconds, one at a time, leaving the PLEG's
+// goroutines a moment after each step.
+func stepSeconds(clk *testingclock.FakeClock, n int) {
+	for i := 0; i < n; i++ {
+		clk.Step(time.Second)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
