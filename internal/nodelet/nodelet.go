@@ -101,6 +101,9 @@ type Nodelet struct {
 	// firstSeen is when a pod was first synced, until it runs: for
 	// kubelet_pod_start_duration_seconds. UID -> time.Time.
 	firstSeen sync.Map
+	// observed: what each pod's last sync saw, to drop PLEG events that
+	// report nothing new.
+	observed observed
 
 	sourcesSeen  map[string]bool // owned by the main loop
 	sourcesReady atomic.Bool
@@ -246,7 +249,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 				n.statuses.MarkDirty(p.UID) // a new mirror pod needs the status
 			}
 		case e := <-n.pleg.Watch():
-			n.workers.Notify(e.ID)
+			if !n.observed.redundant(e) {
+				n.workers.Notify(e.ID)
+			}
 		case uid := <-n.prober.Updates():
 			n.workers.Notify(uid)
 		case <-housekeeping.C():

@@ -71,6 +71,7 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 	}
 	n.syncProbes(pod, rs)
 	n.setStatus(pod, rs, res)
+	n.observed.record(rs)
 	next := res.RequeueAfter
 	if deadlineLeft > 0 && (next == 0 || deadlineLeft < next) {
 		// Synced again when the active deadline passes.
@@ -135,6 +136,7 @@ func (n *Nodelet) StopPod(ctx context.Context, pod *v1.Pod, running *kuberuntime
 	uid, name, ns := podIdentity(pod, running)
 	n.prober.RemovePod(uid)
 	n.firstSeen.Delete(uid)
+	n.observed.forget(uid)
 	rs, err := n.runtime.GetPodStatus(ctx, uid, name, ns)
 	if err != nil {
 		return err

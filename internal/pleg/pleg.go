@@ -35,6 +35,10 @@ type Event struct {
 	Type EventType
 	// Data is the container or sandbox ID.
 	Data string
+	// State is the runtime's name of the container's or sandbox's state
+	// after the change (runtimeapi.ContainerState or PodSandboxState), ""
+	// when it was removed.
+	State string
 }
 
 // Lister lists every pod the runtime has.
@@ -220,7 +224,7 @@ func (g *Generic) Relist(ctx context.Context) {
 		if had && o.state == e.state {
 			continue
 		}
-		g.send(&Event{ID: e.pod, Type: eventType(e), Data: id})
+		g.send(&Event{ID: e.pod, Type: eventType(e), Data: id, State: e.state})
 	}
 	for id, o := range g.old {
 		if _, ok := cur[id]; !ok {

@@ -33,10 +33,19 @@ func rpod(uid string, boxState runtimeapi.PodSandboxState, containers map[string
 
 func drain(g *Generic) map[string]EventType {
 	out := map[string]EventType{}
+	for id, e := range drainEvents(g) {
+		out[id] = e.Type
+	}
+	return out
+}
+
+// drainEvents returns the pending events by container or sandbox ID.
+func drainEvents(g *Generic) map[string]*Event {
+	out := map[string]*Event{}
 	for {
 		select {
 		case e := <-g.Watch():
-			out[e.Data] = e.Type
+			out[e.Data] = e
 		default:
 			return out
 		}
@@ -62,7 +71,15 @@ func TestRelistEmitsChanges(t *testing.T) {
 	l.pods = []*kuberuntime.RunningPod{rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit, "c3": run})}
 	g.Relist(ctx)
 	want := map[string]EventType{"c1": ContainerDied, "c2": ContainerRemoved, "c3": ContainerStarted}
-	got := drain(g)
+	wantState := map[string]string{"c1": exit.String(), "c2": "", "c3": run.String()}
+	events := drainEvents(g)
+	got := map[string]EventType{}
+	for id, e := range events {
+		got[id] = e.Type
+		if e.State != wantState[id] {
+			t.Errorf("event for %s: state %q, want %q", id, e.State, wantState[id])
+		}
+	}
 	for id, typ := range want {
 		if got[id] != typ {
 			t.Errorf("event for %s: %q, want %q (all: %v)", id, got[id], typ, got)

@@ -1,0 +1,55 @@
+package nodelet
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/pleg"
+)
+
+// observed remembers, per pod, the state of each sandbox and container that
+// the pod's last sync read from the runtime (after its own changes). A PLEG
+// event that reports one of them in that very state carries nothing the
+// worker does not know: the sync that started a container already saw it
+// running, so the relist that finds it running later need not sync the pod
+// again. In a burst of pods this halves the syncs (each pod's sandbox and
+// container start came back as two events, each a sync with its runtime
+// reads). Removals, and anything the sync did not see, always wake the worker.
+//
+// Pod workers write (record, forget); the main loop reads (redundant).
+type observed struct {
+	pods sync.Map // types.UID -> map[string]string (ID -> state), never changed once stored
+}
+
+// record stores what a sync of the pod saw.
+func (o *observed) record(rs *kuberuntime.PodStatus) {
+	if rs == nil {
+		return
+	}
+	m := make(map[string]string, len(rs.Sandboxes)+len(rs.Containers))
+	for _, s := range rs.Sandboxes {
+		m[s.Id] = s.State.String()
+	}
+	for _, c := range rs.Containers {
+		m[c.ID] = c.State.String()
+	}
+	o.pods.Store(rs.UID, m)
+}
+
+// forget drops the pod: its worker stops or terminates it, so every event
+// about it matters.
+func (o *observed) forget(uid types.UID) { o.pods.Delete(uid) }
+
+// redundant tells whether the pod's last sync already saw what e reports.
+func (o *observed) redundant(e *pleg.Event) bool {
+	if e.State == "" {
+		return false
+	}
+	v, ok := o.pods.Load(e.ID)
+	if !ok {
+		return false
+	}
+	return v.(map[string]string)[e.Data] == e.State
+}
