@@ -111,16 +111,24 @@ func (h *harness) runtimeFloor(ctx context.Context, n, conc int) (*Floor, error)
 }
 
 // floorPod creates and starts one pod as an agent would: sandbox (in a
-// BestEffort pod cgroup), container, start.
+// BestEffort pod cgroup, with the DNS settings of the agents' resolv.conf),
+// container with the three mounts every kubelet gives the benchmark's pod
+// (/etc/hosts, /dev/termination-log and the service account token's
+// directory, written here as the agents write theirs), start.
 func (h *harness) floorPod(ctx context.Context, ns, name, logDir string) error {
 	uid := string(uuid.NewUUID())
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	mounts, err := kubeletMounts(filepath.Join(logDir, "kubelet"), name)
+	if err != nil {
 		return err
 	}
 	box := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: uid, Namespace: ns},
 		Hostname:     name,
 		LogDirectory: logDir,
+		DnsConfig:    &runtimeapi.DNSConfig{Servers: []string{"127.0.0.1"}},
 		Labels:       map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": name, "io.kubernetes.pod.uid": uid},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: "/kubepods/besteffort/pod" + uid,
@@ -138,6 +146,7 @@ func (h *harness) floorPod(ctx context.Context, ns, name, logDir string) error {
 		Image:    &runtimeapi.ImageSpec{Image: h.env["BUSYBOX_IMAGE"]},
 		Command:  []string{"sleep", "3600"},
 		LogPath:  "c/0.log",
+		Mounts:   mounts,
 		Labels:   map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": name, "io.kubernetes.container.name": "c"},
 		Linux:    &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2}},
 	}
@@ -149,6 +158,34 @@ func (h *harness) floorPod(ctx context.Context, ns, name, logDir string) error {
 		return fmt.Errorf("StartContainer: %w", err)
 	}
 	return nil
+}
+
+// kubeletMounts writes, under dir, what a kubelet mounts into the
+// benchmark's container (an /etc/hosts, an empty termination log, a
+// service account token volume with its three files) and returns the
+// mounts.
+func kubeletMounts(dir, hostname string) ([]*runtimeapi.Mount, error) {
+	token := filepath.Join(dir, "token")
+	if err := os.MkdirAll(token, 0o755); err != nil {
+		return nil, err
+	}
+	files := map[string]string{
+		filepath.Join(dir, "etc-hosts"):       "127.0.0.1\tlocalhost\n10.88.0.2\t" + hostname + "\n",
+		filepath.Join(dir, "termination-log"): "",
+		filepath.Join(token, "token"):         strings.Repeat("t", 1000),
+		filepath.Join(token, "ca.crt"):        strings.Repeat("c", 1100),
+		filepath.Join(token, "namespace"):     "bench",
+	}
+	for path, content := range files {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return []*runtimeapi.Mount{
+		{ContainerPath: "/var/run/secrets/kubernetes.io/serviceaccount", HostPath: token, Readonly: true},
+		{ContainerPath: "/etc/hosts", HostPath: filepath.Join(dir, "etc-hosts")},
+		{ContainerPath: "/dev/termination-log", HostPath: filepath.Join(dir, "termination-log")},
+	}, nil
 }
 
 // memoryCgroups is the kernel's count of memory cgroups, dying ones (removed
