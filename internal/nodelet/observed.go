@@ -4,19 +4,26 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/pleg"
 )
 
-// observed remembers, per pod, the state of each sandbox and container that
-// the pod's last sync read from the runtime (after its own changes). A PLEG
-// event that reports one of them in that very state carries nothing the
-// worker does not know: the sync that started a container already saw it
-// running, so the relist that finds it running later need not sync the pod
-// again. In a burst of pods this halves the syncs (each pod's sandbox and
-// container start came back as two events, each a sync with its runtime
-// reads). Removals, and anything the sync did not see, always wake the worker.
+// observed remembers, per pod, the sandboxes the pod's last sync saw ready
+// and the containers it saw running when it read the runtime after its own
+// changes. A PLEG event that reports one of them in that very state carries
+// nothing the worker does not know: the sync that started a container
+// already saw it running, so the relist that finds it running later need not
+// sync the pod again. In a burst of pods this cuts the syncs to a third
+// (each pod's sandbox and container start came back as two events, each a
+// sync with its runtime reads).
+//
+// Only running and ready are remembered: a sync decides from what it read
+// before its changes, so a container that already exited when it read again
+// (an init container that finished at once) still needs the sync its exit
+// event brings. Removals, and anything the sync did not see, always wake the
+// worker.
 //
 // Pod workers write (record, forget); the main loop reads (redundant).
 type observed struct {
@@ -30,10 +37,14 @@ func (o *observed) record(rs *kuberuntime.PodStatus) {
 	}
 	m := make(map[string]string, len(rs.Sandboxes)+len(rs.Containers))
 	for _, s := range rs.Sandboxes {
-		m[s.Id] = s.State.String()
+		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			m[s.Id] = s.State.String()
+		}
 	}
 	for _, c := range rs.Containers {
-		m[c.ID] = c.State.String()
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			m[c.ID] = c.State.String()
+		}
 	}
 	o.pods.Store(rs.UID, m)
 }

@@ -15,9 +15,14 @@ func TestObservedDropsOnlyWhatTheSyncSaw(t *testing.T) {
 	ready := runtimeapi.PodSandboxState_SANDBOX_READY.String()
 	notReady := runtimeapi.PodSandboxState_SANDBOX_NOTREADY.String()
 	rs := &kuberuntime.PodStatus{
-		UID:        "p1",
-		Sandboxes:  []*runtimeapi.PodSandboxStatus{{Id: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY}},
-		Containers: []*kuberuntime.ContainerStatus{{ID: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING}},
+		UID:       "p1",
+		Sandboxes: []*runtimeapi.PodSandboxStatus{{Id: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY}},
+		Containers: []*kuberuntime.ContainerStatus{
+			{ID: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+			// An init container that had already finished when the sync
+			// read the runtime after starting it.
+			{ID: "i1", State: runtimeapi.ContainerState_CONTAINER_EXITED},
+		},
 	}
 	cases := []struct {
 		name   string
@@ -30,6 +35,7 @@ func TestObservedDropsOnlyWhatTheSyncSaw(t *testing.T) {
 		{"container died after the sync", false, pleg.Event{ID: "p1", Type: pleg.ContainerDied, Data: "c1", State: exited}, false},
 		{"sandbox stopped after the sync", false, pleg.Event{ID: "p1", Type: pleg.SandboxChanged, Data: "s1", State: notReady}, false},
 		{"container the sync did not see", false, pleg.Event{ID: "p1", Type: pleg.ContainerStarted, Data: "c2", State: running}, false},
+		{"container exited before the sync's second read", false, pleg.Event{ID: "p1", Type: pleg.ContainerDied, Data: "i1", State: exited}, false},
 		{"removed", false, pleg.Event{ID: "p1", Type: pleg.ContainerRemoved, Data: "c1"}, false},
 		{"another pod", false, pleg.Event{ID: "p2", Type: pleg.ContainerStarted, Data: "c1", State: running}, false},
 		{"pod stopping: forgotten", true, pleg.Event{ID: "p1", Type: pleg.ContainerStarted, Data: "c1", State: running}, false},
