@@ -178,102 +178,102 @@ type instrumentedRuntime struct{ internalapi.RuntimeService }
 
 func (r *instrumentedRuntime) Version(ctx context.Context, v string) (*runtimeapi.VersionResponse, error) {
 	defer observe("version", time.Now(), nil)
-	return r.RuntimeService.Version(ctx, v)
+	return r.RuntimeService.Version(quiet(ctx), v)
 }
 
 func (r *instrumentedRuntime) Status(ctx context.Context, verbose bool) (out *runtimeapi.StatusResponse, err error) {
 	defer func(t time.Time) { observe("status", t, err) }(time.Now())
-	return r.RuntimeService.Status(ctx, verbose)
+	return r.RuntimeService.Status(quiet(ctx), verbose)
 }
 
 func (r *instrumentedRuntime) RunPodSandbox(ctx context.Context, c *runtimeapi.PodSandboxConfig, h string) (id string, err error) {
 	defer func(t time.Time) { observe("run_podsandbox", t, err) }(time.Now())
-	return r.RuntimeService.RunPodSandbox(ctx, c, h)
+	return r.RuntimeService.RunPodSandbox(quiet(ctx), c, h)
 }
 
 func (r *instrumentedRuntime) StopPodSandbox(ctx context.Context, id string) (err error) {
 	defer func(t time.Time) { observe("stop_podsandbox", t, err) }(time.Now())
-	return r.RuntimeService.StopPodSandbox(ctx, id)
+	return r.RuntimeService.StopPodSandbox(quiet(ctx), id)
 }
 
 func (r *instrumentedRuntime) RemovePodSandbox(ctx context.Context, id string) (err error) {
 	defer func(t time.Time) { observe("remove_podsandbox", t, err) }(time.Now())
-	return r.RuntimeService.RemovePodSandbox(ctx, id)
+	return r.RuntimeService.RemovePodSandbox(quiet(ctx), id)
 }
 
 func (r *instrumentedRuntime) PodSandboxStatus(ctx context.Context, id string, verbose bool) (out *runtimeapi.PodSandboxStatusResponse, err error) {
 	defer func(t time.Time) { observe("podsandbox_status", t, err) }(time.Now())
-	return r.RuntimeService.PodSandboxStatus(ctx, id, verbose)
+	return r.RuntimeService.PodSandboxStatus(quiet(ctx), id, verbose)
 }
 
 func (r *instrumentedRuntime) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) (out []*runtimeapi.PodSandbox, err error) {
 	defer func(t time.Time) { observe("list_podsandbox", t, err) }(time.Now())
-	return r.RuntimeService.ListPodSandbox(ctx, f)
+	return r.RuntimeService.ListPodSandbox(quiet(ctx), f)
 }
 
 func (r *instrumentedRuntime) CreateContainer(ctx context.Context, sb string, c *runtimeapi.ContainerConfig, sc *runtimeapi.PodSandboxConfig) (id string, err error) {
 	defer func(t time.Time) { observe("create_container", t, err) }(time.Now())
-	return r.RuntimeService.CreateContainer(ctx, sb, c, sc)
+	return r.RuntimeService.CreateContainer(quiet(ctx), sb, c, sc)
 }
 
 func (r *instrumentedRuntime) StartContainer(ctx context.Context, id string) (err error) {
 	defer func(t time.Time) { observe("start_container", t, err) }(time.Now())
-	return r.RuntimeService.StartContainer(ctx, id)
+	return r.RuntimeService.StartContainer(quiet(ctx), id)
 }
 
 func (r *instrumentedRuntime) StopContainer(ctx context.Context, id string, timeout int64) (err error) {
 	defer func(t time.Time) { observe("stop_container", t, err) }(time.Now())
-	return r.RuntimeService.StopContainer(ctx, id, timeout)
+	return r.RuntimeService.StopContainer(quiet(ctx), id, timeout)
 }
 
 func (r *instrumentedRuntime) RemoveContainer(ctx context.Context, id string) (err error) {
 	defer func(t time.Time) { observe("remove_container", t, err) }(time.Now())
-	return r.RuntimeService.RemoveContainer(ctx, id)
+	return r.RuntimeService.RemoveContainer(quiet(ctx), id)
 }
 
 func (r *instrumentedRuntime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) (out []*runtimeapi.Container, err error) {
 	defer func(t time.Time) { observe("list_containers", t, err) }(time.Now())
-	return r.RuntimeService.ListContainers(ctx, f)
+	return r.RuntimeService.ListContainers(quiet(ctx), f)
 }
 
 func (r *instrumentedRuntime) ContainerStatus(ctx context.Context, id string, verbose bool) (out *runtimeapi.ContainerStatusResponse, err error) {
 	defer func(t time.Time) { observe("container_status", t, err) }(time.Now())
-	return r.RuntimeService.ContainerStatus(ctx, id, verbose)
+	return r.RuntimeService.ContainerStatus(quiet(ctx), id, verbose)
 }
 
 func (r *instrumentedRuntime) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (o, e []byte, err error) {
 	defer func(t time.Time) { observe("exec_sync", t, err) }(time.Now())
-	return r.RuntimeService.ExecSync(ctx, id, cmd, timeout)
+	return r.RuntimeService.ExecSync(quiet(ctx), id, cmd, timeout)
 }
 
 func (r *instrumentedRuntime) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (out *runtimeapi.ExecResponse, err error) {
 	defer func(t time.Time) { observe("exec", t, err) }(time.Now())
-	return r.RuntimeService.Exec(ctx, req)
+	return r.RuntimeService.Exec(quiet(ctx), req)
 }
 
 func (r *instrumentedRuntime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (out *runtimeapi.AttachResponse, err error) {
 	defer func(t time.Time) { observe("attach", t, err) }(time.Now())
-	return r.RuntimeService.Attach(ctx, req)
+	return r.RuntimeService.Attach(quiet(ctx), req)
 }
 
 func (r *instrumentedRuntime) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (out *runtimeapi.PortForwardResponse, err error) {
 	defer func(t time.Time) { observe("port_forward", t, err) }(time.Now())
-	return r.RuntimeService.PortForward(ctx, req)
+	return r.RuntimeService.PortForward(quiet(ctx), req)
 }
 
 func (r *instrumentedRuntime) ReopenContainerLog(ctx context.Context, id string) (err error) {
 	defer func(t time.Time) { observe("reopen_container_log", t, err) }(time.Now())
-	return r.RuntimeService.ReopenContainerLog(ctx, id)
+	return r.RuntimeService.ReopenContainerLog(quiet(ctx), id)
 }
 
 func (r *instrumentedRuntime) ListContainerStats(ctx context.Context, f *runtimeapi.ContainerStatsFilter) (out []*runtimeapi.ContainerStats, err error) {
 	defer func(t time.Time) { observe("list_container_stats", t, err) }(time.Now())
-	return r.RuntimeService.ListContainerStats(ctx, f)
+	return r.RuntimeService.ListContainerStats(quiet(ctx), f)
 }
 
 func (r *instrumentedRuntime) ListPodSandboxStats(ctx context.Context, f *runtimeapi.PodSandboxStatsFilter) (out []*runtimeapi.PodSandboxStats, err error) {
 	defer func(t time.Time) { observe("list_podsandbox_stats", t, err) }(time.Now())
-	return r.RuntimeService.ListPodSandboxStats(ctx, f)
+	return r.RuntimeService.ListPodSandboxStats(quiet(ctx), f)
 }
 
 type instrumentedImages struct {
@@ -282,25 +282,25 @@ type instrumentedImages struct {
 
 func (r *instrumentedImages) PullImage(ctx context.Context, img *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sc *runtimeapi.PodSandboxConfig) (ref string, err error) {
 	defer func(t time.Time) { observe("pull_image", t, err) }(time.Now())
-	return r.ImageManagerService.PullImage(ctx, img, auth, sc)
+	return r.ImageManagerService.PullImage(quiet(ctx), img, auth, sc)
 }
 
 func (r *instrumentedImages) ImageStatus(ctx context.Context, img *runtimeapi.ImageSpec, verbose bool) (out *runtimeapi.ImageStatusResponse, err error) {
 	defer func(t time.Time) { observe("image_status", t, err) }(time.Now())
-	return r.ImageManagerService.ImageStatus(ctx, img, verbose)
+	return r.ImageManagerService.ImageStatus(quiet(ctx), img, verbose)
 }
 
 func (r *instrumentedImages) ListImages(ctx context.Context, f *runtimeapi.ImageFilter) (out []*runtimeapi.Image, err error) {
 	defer func(t time.Time) { observe("list_images", t, err) }(time.Now())
-	return r.ImageManagerService.ListImages(ctx, f)
+	return r.ImageManagerService.ListImages(quiet(ctx), f)
 }
 
 func (r *instrumentedImages) RemoveImage(ctx context.Context, img *runtimeapi.ImageSpec) (err error) {
 	defer func(t time.Time) { observe("remove_image", t, err) }(time.Now())
-	return r.ImageManagerService.RemoveImage(ctx, img)
+	return r.ImageManagerService.RemoveImage(quiet(ctx), img)
 }
 
 func (r *instrumentedImages) ImageFsInfo(ctx context.Context) (out *runtimeapi.ImageFsInfoResponse, err error) {
 	defer func(t time.Time) { observe("image_fs_info", t, err) }(time.Now())
-	return r.ImageManagerService.ImageFsInfo(ctx)
+	return r.ImageManagerService.ImageFsInfo(quiet(ctx))
 }
