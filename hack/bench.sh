@@ -8,11 +8,17 @@ bash hack/stack-up.sh
 bash hack/cluster/up.sh
 K8S_BIN_DIR="$REPO_ROOT/.cache/k8s/${K8S_VERSION:-v1.37.2}/bin"
 out=$(mktemp)
-go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkStaticPodStartup|BenchmarkRSS10Pods' -benchtime 20x ./test/e2e/ | tee "$out"
-go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkClusterNode50Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
-go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkProbes100Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
-go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkKubeletAPI' -benchtime 1x ./test/e2e/ | tee -a "$out"
-go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkConfigMapPropagation' -benchtime 1x ./test/e2e/ | tee -a "$out"
+if [ -n "${BENCH_E2E_RESULTS:-}" ]; then
+	# Only the comparison again: the go test -bench output of an earlier run
+	# of this script (same nodelet code) is reused.
+	cp "$BENCH_E2E_RESULTS" "$out"
+else
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkStaticPodStartup|BenchmarkRSS10Pods' -benchtime 20x ./test/e2e/ | tee "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkClusterNode50Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkProbes100Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkKubeletAPI' -benchtime 1x ./test/e2e/ | tee -a "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkConfigMapPropagation' -benchtime 1x ./test/e2e/ | tee -a "$out"
+fi
 # nodelet vs the upstream kubelet, side by side on node bench-node (bench/compare):
 # raw results in bench/results/compare.json, charts and profiles under docs/.
 go run ./bench/compare -reps "${BENCH_COMPARE_REPS:-3}" -scale "${BENCH_COMPARE_SCALE:-250,500}" \

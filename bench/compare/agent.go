@@ -603,7 +603,8 @@ func groupCPU(containerdPid int) map[string]float64 {
 	return out
 }
 
-// settle waits until the machine is quiet (under 0.6 of a core busy and
+// settle drops the caches (see dropCaches), then waits until the machine
+// is quiet (under 0.6 of a core busy and
 // the host's network interfaces unchanged over each of two consecutive
 // seconds, at most two minutes): removing the previous pods leaves
 // containerd collecting snapshots and the kernel destroying network
@@ -611,6 +612,7 @@ func groupCPU(containerdPid int) map[string]float64 {
 // seconds after the sandboxes are gone, which would otherwise land in the
 // next measurement of whichever agent runs then.
 func settle() {
+	dropCaches()
 	start := time.Now()
 	quiet := 0
 	for quiet < 2 && time.Since(start) < 2*time.Minute {

@@ -210,7 +210,10 @@ func memoryCgroups() int {
 // ~2,900 of them the runtime needed ~25 % more CPU for the same pods (floor
 // 7.4-7.8 s against 5.9-6.3 s), which made whatever ran later in the
 // benchmark (the second agent, the floor after the agents) look slower.
-// Each agent and each floor phase starts from this same state.
+// Each burst adds ~300 (a pod's, its sandbox's and its container's): the
+// floor of 100 pods 8 at a time took 6.4 s with ~320 of them and 7.9 s with
+// ~900. So every measured burst, deletion and floor burst starts from this
+// same state (settle calls it), and so does each agent.
 func dropCaches() {
 	before := memoryCgroups()
 	syscall.Sync()

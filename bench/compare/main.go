@@ -144,7 +144,6 @@ func main() {
 	// machine, measured in the state the agents started from and in the one
 	// they left.
 	floors := func(when string) {
-		dropCaches()
 		for _, f := range o.floor {
 			fl, err := h.runtimeFloor(context.Background(), f[0], f[1])
 			if err != nil {
@@ -155,18 +154,18 @@ func main() {
 		}
 	}
 	floors("before the agents")
-	for _, a := range o.agents {
-		r, err := h.runAgent(context.Background(), a)
-		if err != nil {
-			h.abort()
-			log.Fatalf("%s: %v", a, err)
-		}
-		res.Agents = append(res.Agents, r)
+	ran, err := h.runAgents(context.Background(), func(partial []*AgentResult) {
 		// Partial results are kept as soon as they exist.
+		res.Agents = partial
 		if err := saveResults(o.out, res); err != nil {
-			log.Fatal(err)
+			log.Printf("saving partial results: %v", err)
 		}
+	})
+	if err != nil {
+		h.abort()
+		log.Fatal(err)
 	}
+	res.Agents = ran
 	h.restoreHost()
 	floors("after the agents")
 	if err := saveResults(o.out, res); err != nil {

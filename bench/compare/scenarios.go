@@ -524,10 +524,21 @@ func (h *harness) profile(seconds int, path string) error {
 	return os.WriteFile(path, data, 0o644)
 }
 
-// runAgent runs every scenario against one agent on a fresh node.
-func (h *harness) runAgent(ctx context.Context, name string) (*AgentResult, error) {
-	o := h.o
-	log.Printf("=== %s", name)
+// session is one run of an agent on a fresh node, with a namespace and a
+// watch on it and a sampler on the agent's process.
+type session struct {
+	name   string
+	a      *agentProc
+	s      *sampler
+	ns     string
+	tr     *tracker
+	cancel context.CancelFunc
+}
+
+// startSession cleans the node, drops the caches, starts the agent and
+// waits for its node and a namespace to be ready.
+func (h *harness) startSession(ctx context.Context, name, label string, r *AgentResult) (*session, error) {
+	log.Printf("=== %s: %s", name, label)
 	if err := h.cleanNode(ctx, ""); err != nil {
 		return nil, err
 	}
@@ -536,140 +547,189 @@ func (h *harness) runAgent(ctx context.Context, name string) (*AgentResult, erro
 	if err != nil {
 		return nil, err
 	}
-	r := &AgentResult{Agent: name}
-	if name == "upstream" {
-		r.Version = strings.TrimSpace(mustRun(h.upstreamBinary(), "--version"))
-	} else {
-		r.Version = "nodelet " + strings.TrimSpace(mustRun("git", "describe", "--always", "--dirty"))
-	}
-	fail := func(err error) (*AgentResult, error) {
-		h.stopAgent(a)
-		_ = h.cleanNode(context.Background(), a.dir)
-		h.restoreHost()
-		return nil, fmt.Errorf("%w (agent log: %s)", err, filepath.Join(a.dir, name+".log"))
-	}
+	se := &session{name: name, a: a}
 	t0 := time.Now()
 	if err := h.waitNodeReady(ctx, a, 2*time.Minute); err != nil {
-		return fail(err)
+		return nil, h.failSession(se, err)
 	}
-	r.NodeReadySeconds = time.Since(t0).Seconds()
-	log.Printf("node %s Ready after %.1f s", o.nodeName, r.NodeReadySeconds)
-	s := startSampler(a.pid())
-	defer close(s.stop)
-
+	if r.NodeReadySeconds == 0 {
+		r.NodeReadySeconds = time.Since(t0).Seconds()
+	}
+	log.Printf("node %s Ready after %.1f s", h.o.nodeName, time.Since(t0).Seconds())
+	se.s = startSampler(a.pid())
 	nsObj, err := h.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: nsPrefix + name + "-"}}, metav1.CreateOptions{})
 	if err != nil {
-		return fail(err)
+		return nil, h.failSession(se, err)
 	}
-	ns := nsObj.Name
+	se.ns = nsObj.Name
 	for i := 0; ; i++ {
-		if _, err := h.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+		if _, err := h.client.CoreV1().ServiceAccounts(se.ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
 			break
 		}
 		if i > 300 {
-			return fail(fmt.Errorf("no default service account in %s", ns))
+			return nil, h.failSession(se, fmt.Errorf("no default service account in %s", se.ns))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tr, err := h.watchNamespace(wctx, ns)
-	if err != nil {
-		return fail(err)
+	se.cancel = cancel
+	if se.tr, err = h.watchNamespace(wctx, se.ns); err != nil {
+		return nil, h.failSession(se, err)
 	}
-
-	// (1)+(2): idle, burst, steady; each rep ends with an empty node.
 	time.Sleep(5 * time.Second)
-	for rep := 0; rep < o.reps; rep++ {
-		r.Idle = append(r.Idle, h.measureWindow(s, fmt.Sprintf("%s idle rep %d", name, rep+1)))
-		b, err := h.burst(ctx, a, s, ns, tr, fmt.Sprintf("b%d", rep), o.burst)
-		if err != nil {
-			return fail(err)
-		}
-		b.Steady = h.measureWindow(s, fmt.Sprintf("%s steady with %d pods rep %d", name, o.burst, rep+1))
-		r.Bursts = append(r.Bursts, b)
-		if err := h.clearPods(ctx, ns, tr, podNames(fmt.Sprintf("b%d", rep), o.burst)); err != nil {
-			return fail(err)
-		}
-		time.Sleep(5 * time.Second)
+	return se, nil
+}
+
+// endSession stops the agent and leaves the node clean.
+func (h *harness) endSession(se *session) error {
+	h.stopSession(se)
+	if err := h.cleanNode(context.Background(), se.a.dir); err != nil {
+		return err
 	}
-	// (3) restart latency, a new pod each time (no back-off).
-	for rep := 0; rep < o.reps; rep++ {
-		d, err := h.restart(ctx, ns, tr, fmt.Sprintf("r%d", rep))
-		if err != nil {
-			return fail(err)
-		}
-		r.RestartSeconds = append(r.RestartSeconds, d)
+	h.restoreHost()
+	return nil
+}
+
+func (h *harness) stopSession(se *session) {
+	if se.cancel != nil {
+		se.cancel()
 	}
-	// (4) deletion with grace 0 and with the default grace.
+	if se.s != nil {
+		close(se.s.stop)
+	}
+	h.stopAgent(se.a)
+}
+
+// failSession ends a session that failed, pointing at the agent's log.
+func (h *harness) failSession(se *session, err error) error {
+	h.stopSession(se)
+	_ = h.cleanNode(context.Background(), se.a.dir)
+	h.restoreHost()
+	return fmt.Errorf("%w (agent log: %s)", err, filepath.Join(se.a.dir, se.name+".log"))
+}
+
+// runAgents runs every scenario against every agent. The agents take turns:
+// each repetition of the burst, restart and deletion scenarios runs each
+// agent in o.agents order, then the profile and each scale size, each turn a
+// fresh start of the agent on a fresh node. Taking turns spreads what
+// changes on the machine over a run (this VM's speed drifts: the same
+// runtime-only burst took 6.2 s and 7.9 s half an hour apart) over both
+// agents instead of giving one agent the first half of the run.
+func (h *harness) runAgents(ctx context.Context, save func([]*AgentResult)) ([]*AgentResult, error) {
+	o := h.o
+	results := make([]*AgentResult, len(o.agents))
+	for i, name := range o.agents {
+		results[i] = &AgentResult{Agent: name}
+		if name == "upstream" {
+			results[i].Version = strings.TrimSpace(mustRun(h.upstreamBinary(), "--version"))
+		} else {
+			results[i].Version = "nodelet " + strings.TrimSpace(mustRun("git", "describe", "--always", "--dirty"))
+		}
+	}
+	turn := func(label string, body func(se *session, r *AgentResult) error) error {
+		for i, name := range o.agents {
+			se, err := h.startSession(ctx, name, label, results[i])
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if err := body(se, results[i]); err != nil {
+				return fmt.Errorf("%s: %w", name, h.failSession(se, err))
+			}
+			if err := h.endSession(se); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			save(results)
+		}
+		return nil
+	}
 	for rep := 0; rep < o.reps; rep++ {
-		d, err := h.deletion(ctx, ns, tr, fmt.Sprintf("d0-%d", rep), o.delPods, new(int64))
+		err := turn(fmt.Sprintf("repetition %d", rep+1), func(se *session, r *AgentResult) error {
+			// (1)+(2): idle, burst, steady, then an empty node again.
+			r.Idle = append(r.Idle, h.measureWindow(se.s, fmt.Sprintf("%s idle rep %d", se.name, rep+1)))
+			b, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, fmt.Sprintf("b%d", rep), o.burst)
+			if err != nil {
+				return err
+			}
+			b.Steady = h.measureWindow(se.s, fmt.Sprintf("%s steady with %d pods rep %d", se.name, o.burst, rep+1))
+			r.Bursts = append(r.Bursts, b)
+			if err := h.clearPods(ctx, se.ns, se.tr, podNames(fmt.Sprintf("b%d", rep), o.burst)); err != nil {
+				return err
+			}
+			time.Sleep(5 * time.Second)
+			// (3) restart latency, a new pod each time (no back-off).
+			d, err := h.restart(ctx, se.ns, se.tr, fmt.Sprintf("r%d", rep))
+			if err != nil {
+				return err
+			}
+			r.RestartSeconds = append(r.RestartSeconds, d)
+			// (4) deletion with grace 0 and with the default grace.
+			del, err := h.deletion(ctx, se.ns, se.tr, fmt.Sprintf("d0-%d", rep), o.delPods, new(int64))
+			if err != nil {
+				return err
+			}
+			r.DeleteGrace0 = append(r.DeleteGrace0, del)
+			del, err = h.deletion(ctx, se.ns, se.tr, fmt.Sprintf("dg-%d", rep), o.delPods, nil)
+			if err != nil {
+				return err
+			}
+			r.DeleteDefaultGrace = append(r.DeleteDefaultGrace, del)
+			return nil
+		})
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		r.DeleteGrace0 = append(r.DeleteGrace0, d)
-		d, err = h.deletion(ctx, ns, tr, fmt.Sprintf("dg-%d", rep), o.delPods, nil)
-		if err != nil {
-			return fail(err)
-		}
-		r.DeleteDefaultGrace = append(r.DeleteDefaultGrace, d)
 	}
 	// The profile: an extra burst, not counted.
 	if o.profile {
-		if err := os.MkdirAll(filepath.Join(o.docsDir, "profiles"), 0o755); err != nil {
-			return fail(err)
-		}
-		path := filepath.Join(o.docsDir, "profiles", name+"-burst.pprof")
-		perr := make(chan error, 1)
-		go func() { perr <- h.profile(20, path) }()
-		time.Sleep(300 * time.Millisecond)
-		if _, err := h.burst(ctx, a, s, ns, tr, "prof", o.burst); err != nil {
-			return fail(err)
-		}
-		if err := <-perr; err != nil {
-			log.Printf("profile of %s: %v", name, err)
-		} else {
-			r.Profile = path
-			top, err := run("go", "tool", "pprof", "-top", "-cum", "-nodecount=20", path)
-			if err != nil {
-				log.Printf("pprof: %v", err)
-			} else if err := os.WriteFile(filepath.Join(o.docsDir, "profiles", name+"-burst-top.txt"), []byte(top), 0o644); err != nil {
-				return fail(err)
+		err := turn("profile", func(se *session, r *AgentResult) error {
+			if err := os.MkdirAll(filepath.Join(o.docsDir, "profiles"), 0o755); err != nil {
+				return err
 			}
-		}
-		if err := h.clearPods(ctx, ns, tr, podNames("prof", o.burst)); err != nil {
-			return fail(err)
+			path := filepath.Join(o.docsDir, "profiles", se.name+"-burst.pprof")
+			perr := make(chan error, 1)
+			go func() { perr <- h.profile(20, path) }()
+			time.Sleep(300 * time.Millisecond)
+			if _, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, "prof", o.burst); err != nil {
+				return err
+			}
+			if err := <-perr; err != nil {
+				log.Printf("profile of %s: %v", se.name, err)
+			} else {
+				r.Profile = path
+				top, err := run("go", "tool", "pprof", "-top", "-cum", "-nodecount=20", path)
+				if err != nil {
+					log.Printf("pprof: %v", err)
+				} else if err := os.WriteFile(filepath.Join(o.docsDir, "profiles", se.name+"-burst-top.txt"), []byte(top), 0o644); err != nil {
+					return err
+				}
+			}
+			return h.clearPods(ctx, se.ns, se.tr, podNames("prof", o.burst))
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	// (5) scale: one run per size.
 	for _, n := range o.scale {
-		time.Sleep(5 * time.Second)
-		b, err := h.burst(ctx, a, s, ns, tr, fmt.Sprintf("s%d", n), n)
-		if err != nil {
-			// A size the agent cannot reach in time is a result, not the
-			// end of the run.
-			log.Printf("scale %d: %v", n, err)
-			r.ScaleErrors = append(r.ScaleErrors, fmt.Sprintf("%d pods: %v", n, err))
-			if err := h.clearPods(ctx, ns, tr, podNames(fmt.Sprintf("s%d", n), n)); err != nil {
-				return fail(err)
+		err := turn(fmt.Sprintf("%d pods", n), func(se *session, r *AgentResult) error {
+			b, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, fmt.Sprintf("s%d", n), n)
+			if err != nil {
+				// A size the agent cannot reach in time is a result, not
+				// the end of the run.
+				log.Printf("scale %d: %v", n, err)
+				r.ScaleErrors = append(r.ScaleErrors, fmt.Sprintf("%d pods: %v", n, err))
+				return h.clearPods(ctx, se.ns, se.tr, podNames(fmt.Sprintf("s%d", n), n))
 			}
-			continue
-		}
-		b.Steady = h.measureWindow(s, fmt.Sprintf("%s steady with %d pods", name, n))
-		b.RSSCurve = nil
-		r.Scale = append(r.Scale, b)
-		if err := h.clearPods(ctx, ns, tr, podNames(fmt.Sprintf("s%d", n), n)); err != nil {
-			return fail(err)
+			b.Steady = h.measureWindow(se.s, fmt.Sprintf("%s steady with %d pods", se.name, n))
+			b.RSSCurve = nil
+			r.Scale = append(r.Scale, b)
+			return h.clearPods(ctx, se.ns, se.tr, podNames(fmt.Sprintf("s%d", n), n))
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
-	cancel()
-	h.stopAgent(a)
-	if err := h.cleanNode(context.Background(), a.dir); err != nil {
-		return nil, err
-	}
-	h.restoreHost()
-	log.Printf("=== %s done", name)
-	return r, nil
+	return results, nil
 }
 
 func mustRun(name string, args ...string) string {
