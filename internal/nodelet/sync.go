@@ -43,8 +43,7 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 	if isTerminal(pod.Status.Phase) {
 		return 0, n.runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
 	}
-	exceeded, deadlineLeft := n.pastActiveDeadline(pod)
-	if exceeded {
+	if exceeded, _ := n.pastActiveDeadline(pod); exceeded {
 		return 0, n.failPastDeadline(ctx, pod, rs)
 	}
 	var res kuberuntime.SyncResult
@@ -73,9 +72,12 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 	n.setStatus(pod, rs, res)
 	n.observed.record(rs)
 	next := res.RequeueAfter
-	if deadlineLeft > 0 && (next == 0 || deadlineLeft < next) {
-		// Synced again when the active deadline passes.
-		next = deadlineLeft
+	// Synced again when the active deadline passes; asked after setStatus,
+	// which gives a new pod its start time (nothing else wakes a running
+	// pod's worker in time: the PLEG's events about what this sync started
+	// carry nothing new).
+	if _, left := n.pastActiveDeadline(pod); left > 0 && (next == 0 || left < next) {
+		next = left
 	}
 	return next, err
 }
