@@ -6,7 +6,8 @@
 //	  -> PLEG (what actually happened) -> pod workers -> status
 //
 // The main loop is the only writer of the desired state: it applies source
-// updates (admitting new pods), forwards PLEG events to the pod workers, and
+// updates (admitting new pods), forwards PLEG events to the pod workers
+// (except those reporting what the pod's last sync already saw: observed), and
 // does housekeeping (stopping runtime pods nobody wants, removing directories
 // of pods that are gone) once every source has been seen.
 package nodelet
