@@ -604,9 +604,9 @@ func groupCPU(containerdPid int) map[string]float64 {
 }
 
 // settle drops the caches (see dropCaches), then waits until the machine
-// is quiet (under 0.6 of a core busy and
-// the host's network interfaces unchanged over each of two consecutive
-// seconds, at most two minutes): removing the previous pods leaves
+// is quiet (under 0.6 of a core busy and the host's network interfaces
+// unchanged over each of two consecutive seconds, at most two minutes):
+// removing the previous pods leaves
 // containerd collecting snapshots and the kernel destroying network
 // namespaces (and their veths, under the lock every CNI ADD needs) for
 // seconds after the sandboxes are gone, which would otherwise land in the

@@ -206,14 +206,13 @@ func memoryCgroups() int {
 
 // dropCaches writes back and drops the page cache, dentries and inodes, so
 // that memory cgroups removed earlier but kept alive by pages charged to
-// them (thousands after a few hundred pods on cgroup v1) are freed: with
-// ~2,900 of them the runtime needed ~25 % more CPU for the same pods (floor
-// 7.4-7.8 s against 5.9-6.3 s), which made whatever ran later in the
-// benchmark (the second agent, the floor after the agents) look slower.
-// Each burst adds ~300 (a pod's, its sandbox's and its container's): the
-// floor of 100 pods 8 at a time took 6.4 s with ~320 of them and 7.9 s with
-// ~900. So every measured burst, deletion and floor burst starts from this
-// same state (settle calls it), and so does each agent.
+// them (~300 more after each burst of 100 pods on cgroup v1, thousands
+// after a run) are freed and every measured burst, deletion and floor
+// burst starts from the same kernel state (settle calls it, and so does
+// each agent's start). How much they slow the runtime is not settled: a
+// floor after a run with ~2,900 of them was ~25 % slower than one before,
+// but the same floor also drifts by that much within an hour on this VM
+// with the caches dropped each time.
 func dropCaches() {
 	before := memoryCgroups()
 	syscall.Sync()

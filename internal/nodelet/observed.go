@@ -27,26 +27,31 @@ import (
 //
 // Pod workers write (record, forget); the main loop reads (redundant).
 type observed struct {
-	pods sync.Map // types.UID -> map[string]string (ID -> state), never changed once stored
+	pods sync.Map // types.UID -> map[string]bool (IDs seen running or ready), never changed once stored
 }
+
+var (
+	runningState = runtimeapi.ContainerState_CONTAINER_RUNNING.String()
+	readyState   = runtimeapi.PodSandboxState_SANDBOX_READY.String()
+)
 
 // record stores what a sync of the pod saw.
 func (o *observed) record(rs *kuberuntime.PodStatus) {
 	if rs == nil {
 		return
 	}
-	m := make(map[string]string, len(rs.Sandboxes)+len(rs.Containers))
+	seen := make(map[string]bool, len(rs.Sandboxes)+len(rs.Containers))
 	for _, s := range rs.Sandboxes {
 		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			m[s.Id] = s.State.String()
+			seen[s.Id] = true
 		}
 	}
 	for _, c := range rs.Containers {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			m[c.ID] = c.State.String()
+			seen[c.ID] = true
 		}
 	}
-	o.pods.Store(rs.UID, m)
+	o.pods.Store(rs.UID, seen)
 }
 
 // forget drops the pod: its worker stops or terminates it, so every event
@@ -55,12 +60,9 @@ func (o *observed) forget(uid types.UID) { o.pods.Delete(uid) }
 
 // redundant tells whether the pod's last sync already saw what e reports.
 func (o *observed) redundant(e *pleg.Event) bool {
-	if e.State == "" {
+	if e.State != runningState && e.State != readyState {
 		return false
 	}
-	v, ok := o.pods.Load(e.ID)
-	if !ok {
-		return false
-	}
-	return v.(map[string]string)[e.Data] == e.State
+	seen, ok := o.pods.Load(e.ID)
+	return ok && seen.(map[string]bool)[e.Data]
 }
