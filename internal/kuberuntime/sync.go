@@ -30,6 +30,16 @@ const (
 	ReasonPodInitializing            = "PodInitializing"
 )
 
+// DefaultWaitingReason is why a container the runtime does not have yet is
+// waiting, as upstream: PodInitializing in a pod with init containers (app,
+// init and ephemeral containers alike), ContainerCreating otherwise.
+func DefaultWaitingReason(pod *v1.Pod) string {
+	if len(pod.Spec.InitContainers) > 0 {
+		return ReasonPodInitializing
+	}
+	return ReasonContainerCreating
+}
+
 // Waiting says why a container is not running.
 type Waiting struct {
 	Reason  string
@@ -138,7 +148,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 		if err != nil {
 			m.event(pod, nil, v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox: %v", err))
 			for _, i := range a.ContainersToStart {
-				res.wait(pod.Spec.Containers[i].Name, ReasonContainerCreating, "")
+				res.wait(pod.Spec.Containers[i].Name, DefaultWaitingReason(pod), "")
 			}
 			return res, fmt.Errorf("create pod sandbox: %w", err)
 		}
@@ -259,7 +269,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, time.Second, err
 	}
 	if err := m.gate.acquire(ctx, true); err != nil {
-		return &Waiting{Reason: ReasonContainerCreating}, time.Second, err
+		return &Waiting{Reason: DefaultWaitingReason(pod)}, time.Second, err
 	}
 	id, err := m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {

@@ -53,7 +53,7 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 		n.recorder.Event(pod, v1.EventTypeWarning, "FailedMount", msg)
 		for _, c := range pod.Spec.Containers {
 			if cs := rs.Latest(c.Name); cs == nil {
-				res.Waiting = map[string]kuberuntime.Waiting{c.Name: {Reason: kuberuntime.ReasonContainerCreating, Message: msg}}
+				res.Waiting = map[string]kuberuntime.Waiting{c.Name: {Reason: kuberuntime.DefaultWaitingReason(pod), Message: msg}}
 			}
 		}
 		n.setStatus(pod, rs, res)

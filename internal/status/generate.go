@@ -182,10 +182,7 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 				s.LastTerminationState = containerState(p, c, prefix)
 			}
 		} else {
-			s.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kuberuntime.ReasonContainerCreating}}
-			if init && i > 0 {
-				s.State.Waiting.Reason = kuberuntime.ReasonPodInitializing
-			}
+			s.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kuberuntime.DefaultWaitingReason(in.Pod)}}
 		}
 		if w, ok := sync.Waiting[c.Name]; ok && (latest == nil || latest.State != runtimeapi.ContainerState_CONTAINER_RUNNING) {
 			// A container nodelet could not (re)start is waiting; its last
@@ -204,6 +201,11 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 		if running && in.Probes != nil && latest != nil {
 			started = in.Probes.Started(latest.ID)
 			ready = in.Probes.Ready(latest.ID, c.ReadinessProbe != nil)
+		}
+		if init && !podspec.IsSidecar(c) {
+			// An init container that completed is ready, as upstream's
+			// prober manager reports it; one still running is not.
+			ready = s.State.Terminated != nil && s.State.Terminated.ExitCode == 0
 		}
 		s.Started = &started
 		s.Ready = ready

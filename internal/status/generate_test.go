@@ -95,3 +95,75 @@ func TestGenerateLastStateAndNoGoingBack(t *testing.T) {
 		t.Errorf("phase went from Succeeded to %s", st.Phase)
 	}
 }
+
+// Init containers, as upstream's conformance tests check them: a completed
+// init container is ready, and every container the runtime does not have
+// yet waits with PodInitializing (ContainerCreating without init
+// containers), whether the pod is initializing, crash-looping an init
+// container or failed by one.
+func TestGenerateInitContainers(t *testing.T) {
+	withInit := func(policy v1.RestartPolicy) *v1.Pod {
+		p := pod(policy, "run1")
+		p.Spec.InitContainers = []v1.Container{{Name: "init1", Image: "busybox"}, {Name: "init2", Image: "busybox"}}
+		return p
+	}
+	tests := []struct {
+		name        string
+		pod         *v1.Pod
+		rs          *kuberuntime.PodStatus
+		waiting     map[string]kuberuntime.Waiting
+		wantReady   map[string]bool   // init containers
+		wantWaiting map[string]string // container -> reason
+		wantPhase   v1.PodPhase
+	}{
+		{"nothing yet", withInit(v1.RestartPolicyAlways), &kuberuntime.PodStatus{}, nil,
+			map[string]bool{"init1": false, "init2": false},
+			map[string]string{"init1": "PodInitializing", "init2": "PodInitializing", "run1": "PodInitializing"}, v1.PodPending},
+		{"first done, second running", withInit(v1.RestartPolicyAlways), &kuberuntime.PodStatus{Sandboxes: ready,
+			Containers: []*kuberuntime.ContainerStatus{rc("init1", exited, 0, 0), rc("init2", running, 0, 0)}}, nil,
+			map[string]bool{"init1": true, "init2": false}, map[string]string{"run1": "PodInitializing"}, v1.PodPending},
+		{"all done", withInit(v1.RestartPolicyNever), &kuberuntime.PodStatus{Sandboxes: ready,
+			Containers: []*kuberuntime.ContainerStatus{rc("init1", exited, 0, 0), rc("init2", exited, 0, 0), rc("run1", running, 0, 0)}}, nil,
+			map[string]bool{"init1": true, "init2": true}, nil, v1.PodRunning},
+		{"first crash looping", withInit(v1.RestartPolicyAlways), &kuberuntime.PodStatus{Sandboxes: ready,
+			Containers: []*kuberuntime.ContainerStatus{rc("init1", exited, 1, 2)}},
+			map[string]kuberuntime.Waiting{"init1": {Reason: "CrashLoopBackOff"}},
+			map[string]bool{"init1": false, "init2": false},
+			map[string]string{"init1": "CrashLoopBackOff", "init2": "PodInitializing", "run1": "PodInitializing"}, v1.PodPending},
+		{"first failed, Never", withInit(v1.RestartPolicyNever), &kuberuntime.PodStatus{Sandboxes: ready,
+			Containers: []*kuberuntime.ContainerStatus{rc("init1", exited, 1, 0)}}, nil,
+			map[string]bool{"init1": false, "init2": false},
+			map[string]string{"init2": "PodInitializing", "run1": "PodInitializing"}, v1.PodFailed},
+		{"no init containers", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{}, nil, nil,
+			map[string]string{"a": "ContainerCreating"}, v1.PodPending},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Generate(Input{Pod: tt.pod, Runtime: tt.rs, Sync: kuberuntime.SyncResult{Waiting: tt.waiting}, Now: time.Unix(300, 0)})
+			if st.Phase != tt.wantPhase {
+				t.Errorf("phase %s, want %s", st.Phase, tt.wantPhase)
+			}
+			for _, cs := range st.InitContainerStatuses {
+				if want, ok := tt.wantReady[cs.Name]; ok && cs.Ready != want {
+					t.Errorf("init container %s ready %v, want %v", cs.Name, cs.Ready, want)
+				}
+			}
+			all := append(append([]v1.ContainerStatus{}, st.InitContainerStatuses...), st.ContainerStatuses...)
+			for name, reason := range tt.wantWaiting {
+				found := false
+				for _, cs := range all {
+					if cs.Name != name {
+						continue
+					}
+					found = true
+					if cs.State.Waiting == nil || cs.State.Waiting.Reason != reason {
+						t.Errorf("container %s state %+v, want waiting %s", name, cs.State, reason)
+					}
+				}
+				if !found {
+					t.Errorf("no status for container %s", name)
+				}
+			}
+		})
+	}
+}
