@@ -42,6 +42,9 @@ type Manager struct {
 	recorder record.EventRecorder
 	clock    clock.Clock
 	updates  chan types.UID
+	// jitter returns a random duration in [0, n) nanoseconds (rand.Int64N;
+	// tests fix it).
+	jitter func(n int64) int64
 
 	mu      sync.Mutex
 	workers map[workerKey]*worker
@@ -57,7 +60,7 @@ type resultKey = workerKey
 
 // New returns a Manager.
 func New(runner *Runner, recorder record.EventRecorder, clk clock.Clock) *Manager {
-	return &Manager{runner: runner, recorder: recorder, clock: clk, updates: make(chan types.UID, 1000),
+	return &Manager{runner: runner, recorder: recorder, clock: clk, updates: make(chan types.UID, 1000), jitter: rand.Int64N,
 		workers: map[workerKey]*worker{}, results: map[resultKey]Result{}}
 }
 
@@ -89,7 +92,7 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, podIP string, running [
 				continue
 			}
 			wctx, cancel := context.WithCancel(ctx)
-			w := &worker{m: m, key: k, pod: pod, probe: p, cancel: cancel,
+			w := &worker{m: m, key: k, pod: pod, probe: p, cancel: cancel, trigger: make(chan struct{}, 1),
 				target: Target{Pod: pod, Container: c.Spec, ContainerID: c.ID, PodIP: podIP}, startedAt: c.StartedAt}
 			m.workers[k] = w
 			if kind == Readiness {
@@ -138,6 +141,13 @@ func (m *Manager) set(k resultKey, uid types.UID, r Result) {
 	}
 	old := m.results[k]
 	m.results[k] = r
+	if k.kind == Startup && r == Success {
+		// Readiness is probed at once when the startup probe passes, as
+		// upstream, instead of a readiness period later.
+		if w := m.workers[workerKey{k.containerID, Readiness}]; w != nil {
+			w.runNow()
+		}
+	}
 	m.mu.Unlock()
 	if old != r {
 		select {
@@ -201,6 +211,16 @@ type worker struct {
 	target    Target
 	startedAt time.Time
 	cancel    context.CancelFunc
+	// trigger asks for a run now, ahead of the period (buffered, one).
+	trigger chan struct{}
+}
+
+// runNow asks the worker to probe at once; it never blocks.
+func (w *worker) runNow() {
+	select {
+	case w.trigger <- struct{}{}:
+	default:
+	}
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -214,27 +234,39 @@ func (w *worker) run(ctx context.Context) {
 	// pods started together drift apart without delaying readiness much.
 	delay := max(time.Duration(w.probe.InitialDelaySeconds)*time.Second-w.m.clock.Since(w.startedAt), 0)
 	if w.m.clock.Since(w.startedAt) > period {
-		delay += time.Duration(rand.Int64N(int64(period) + 1))
+		delay += time.Duration(w.m.jitter(int64(period) + 1))
 	} else {
-		delay += time.Duration(rand.Int64N(int64(period)/10 + 1))
+		delay += time.Duration(w.m.jitter(int64(period)/10 + 1))
 	}
 	successes, failures := 0, 0
 	last := Unknown
 	timer := w.m.clock.NewTimer(delay)
 	defer timer.Stop()
 	due := w.m.clock.Now().Add(delay)
+	initialDelay := time.Duration(w.probe.InitialDelaySeconds) * time.Second
 	for {
+		triggered := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
+		case <-w.trigger:
+			triggered = true
 		}
 		now := w.m.clock.Now()
-		if late := now.Sub(due); late > period {
-			logger.V(2).Info("Probe ran late", "late", late.Round(time.Millisecond), "period", period)
+		if triggered {
+			// An extra run: the period's schedule stays, and the initial
+			// delay still holds (as upstream's doProbe).
+			if now.Sub(w.startedAt) < initialDelay {
+				continue
+			}
+		} else {
+			if late := now.Sub(due); late > period {
+				logger.V(2).Info("Probe ran late", "late", late.Round(time.Millisecond), "period", period)
+			}
+			due = now.Add(period)
+			timer.Reset(period)
 		}
-		due = now.Add(period)
-		timer.Reset(period)
 		if w.key.kind != Startup && !w.m.started(w.key.containerID) {
 			continue // startup probes hold the others back
 		}

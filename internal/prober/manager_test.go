@@ -99,3 +99,42 @@ func TestStartupHoldsBackLiveness(t *testing.T) {
 		t.Error("not started after the startup probe passed")
 	}
 }
+
+// A readiness probe runs as soon as the startup probe passes, not a
+// readiness period later (upstream's "should be ready immediately after
+// startupProbe succeeds").
+func TestStartupSuccessTriggersReadiness(t *testing.T) {
+	rt := critest.NewFakeRuntimeService()
+	clk := testingclock.NewFakeClock(time.Now())
+	m := New(&Runner{Runtime: rt}, nil, clk)
+	m.jitter = func(n int64) int64 { return n - 1 } // the longest first delay
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "p3", "ns", "uid-3"
+	probe := func(period int32) *v1.Probe {
+		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"x"}}}, PeriodSeconds: period, FailureThreshold: 30, SuccessThreshold: 1, TimeoutSeconds: 1}
+	}
+	// Readiness every 60 s: its first scheduled run is 6 s in.
+	c := &v1.Container{Name: "c", StartupProbe: probe(1), ReadinessProbe: probe(60)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m.Sync(ctx, pod, "10.0.0.3", []Container{{Spec: c, ID: "cid3", StartedAt: clk.Now()}})
+	start := clk.Now()
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Result("cid3", Startup) != Success {
+		if time.Now().After(deadline) {
+			t.Fatal("startup probe never passed")
+		}
+		if clk.HasWaiters() && clk.Since(start) < 3*time.Second {
+			clk.Step(100 * time.Millisecond)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// No more clock steps: only the trigger can run the readiness probe.
+	deadline = time.Now().Add(3 * time.Second)
+	for !m.Ready("cid3", true) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready %v after the startup probe passed (fake time %v)", time.Since(deadline.Add(-3*time.Second)), clk.Since(start))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
