@@ -82,63 +82,36 @@ func Generate(in Input) v1.PodStatus {
 		st.Phase = prev.Phase // terminal is forever
 	}
 
-	initialized := initializedOK(pod, st.InitContainerStatuses, st.ContainerStatuses)
-	containersReady := st.Phase == v1.PodRunning || st.Phase == v1.PodPending
-	for _, c := range st.ContainerStatuses {
-		if !c.Ready {
-			containersReady = false
-		}
+	// The conditions nodelet owns, in upstream's order; a condition keeps
+	// its transition time while its status stays.
+	all := append(append(make([]v1.ContainerStatus, 0, len(st.InitContainerStatuses)+len(st.ContainerStatuses)),
+		st.InitContainerStatuses...), st.ContainerStatuses...)
+	if len(all) == 0 {
+		all = nil
 	}
-	for i, c := range st.InitContainerStatuses {
-		// Sidecars count for readiness, as upstream.
-		if podspec.IsSidecar(&pod.Spec.InitContainers[i]) && !c.Ready {
-			containersReady = false
-		}
-	}
-	if len(st.ContainerStatuses) == 0 {
-		containersReady = false
-	}
-	sandboxOK := rs.SandboxReady() && (pod.Spec.HostNetwork || len(rs.IPs) > 0)
-	// Readiness gates: Ready also needs each gate's condition (set by
-	// others in the API) to be True, as upstream.
-	gatesOK, readyReason := true, "ContainersNotReady"
+	gates := pod.Status.Conditions
 	for _, g := range pod.Spec.ReadinessGates {
-		c := findCondition(pod.Status.Conditions, g.ConditionType)
-		if c == nil {
-			c = findCondition(prev.Conditions, g.ConditionType)
+		// A gate's condition is set by others in the API; the last status
+		// computed may know it when the pod object does not yet.
+		if findCondition(gates, g.ConditionType) == nil {
+			if c := findCondition(prev.Conditions, g.ConditionType); c != nil {
+				gates = append(append([]v1.PodCondition{}, gates...), *c)
+			}
 		}
-		if c == nil || c.Status != v1.ConditionTrue {
-			gatesOK = false
-		}
 	}
-	if containersReady && !gatesOK {
-		readyReason = "ReadinessGatesNotReady"
-	}
-	conds := []struct {
-		t      v1.PodConditionType
-		ok     bool
-		reason string
-	}{
-		{v1.PodReadyToStartContainers, sandboxOK, ""},
-		{v1.PodInitialized, initialized, "ContainersNotInitialized"},
-		{v1.ContainersReady, containersReady, "ContainersNotReady"},
-		{v1.PodReady, containersReady && gatesOK, readyReason},
-		{v1.PodScheduled, true, ""},
-	}
-	if st.Phase == v1.PodSucceeded {
-		conds[1].reason, conds[2].reason, conds[3].reason = "PodCompleted", "PodCompleted", "PodCompleted"
+	conds := []v1.PodCondition{
+		ReadyToStartContainersCondition(pod, rs),
+		InitializedCondition(pod, all, st.Phase),
+		PodReadyCondition(pod, gates, all, st.Phase),
+		ContainersReadyCondition(pod, all, st.Phase),
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
 	}
 	for _, c := range conds {
-		status := v1.ConditionFalse
-		reason := c.reason
-		if c.ok {
-			status, reason = v1.ConditionTrue, ""
+		c.LastTransitionTime = now
+		if old := findCondition(prev.Conditions, c.Type); old != nil && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
 		}
-		cond := v1.PodCondition{Type: c.t, Status: status, Reason: reason, LastTransitionTime: now}
-		if old := findCondition(prev.Conditions, c.t); old != nil && old.Status == status {
-			cond.LastTransitionTime = old.LastTransitionTime
-		}
-		st.Conditions = append(st.Conditions, cond)
+		st.Conditions = append(st.Conditions, c)
 	}
 	return st
 }
@@ -363,26 +336,6 @@ func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed 
 	default:
 		return v1.PodPending
 	}
-}
-
-func initializedOK(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) bool {
-	for _, s := range statuses {
-		if s.State.Running != nil || s.State.Terminated != nil || s.LastTerminationState.Terminated != nil {
-			return true
-		}
-	}
-	for i, s := range initStatuses {
-		if i < len(pod.Spec.InitContainers) && podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
-			if s.State.Running == nil || s.Started == nil || !*s.Started {
-				return false
-			}
-			continue
-		}
-		if s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // apiTime is t as the API stores it: whole seconds. Statuses compare equal
