@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/nodelet"
+	"github.com/nodelet/nodelet/internal/nodestatus"
 )
 
 // gcPercent is nodelet's default GOGC: a node agent's live heap is small
@@ -30,6 +31,11 @@ func main() {
 	}
 	opts, err := config.Parse(os.Args[1:])
 	if errors.Is(err, pflag.ErrHelp) {
+		os.Exit(0)
+	}
+	if errors.Is(err, config.ErrVersion) {
+		// As upstream's "Kubernetes vX.Y.Z", naming the agent.
+		fmt.Printf("nodelet (Kubernetes %s)\n", nodestatus.KubeletVersion)
 		os.Exit(0)
 	}
 	if err != nil {

@@ -52,14 +52,21 @@ const (
 	DefaultPodLogsDir               = "/var/log/pods"
 )
 
+// ErrVersion is Parse's answer to --version: print the version and exit.
+var ErrVersion = errors.New("version requested")
+
 // Parse reads the command line and, when --config names one, the
 // KubeletConfiguration file. Values given as flags win over the file.
 func Parse(args []string) (*Options, error) {
 	// First pass: only to learn --config, on a scratch copy.
 	scratch := newOptions()
 	fs := scratch.flagSet()
+	version := fs.Bool("version", false, "Print the version (the kubelet API nodelet implements) and exit.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if *version {
+		return nil, ErrVersion
 	}
 	o := newOptions()
 	serializeSet := false // serializeImagePulls given in the file

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,5 +143,11 @@ func TestImagePullSettings(t *testing.T) {
 				t.Errorf("serializeImagePulls %v, maxParallelImagePulls %d; want %v, %d", *c.SerializeImagePulls, max, tt.wantSerialize, tt.wantMax)
 			}
 		})
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	if _, err := Parse([]string{"--version"}); !errors.Is(err, ErrVersion) {
+		t.Fatalf("--version: %v, want ErrVersion", err)
 	}
 }
