@@ -5,33 +5,20 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
 
-	"github.com/nodelet/nodelet/test/e2e/framework"
+	nodeagent "github.com/nodelet/nodelet/test/agent"
 )
-
-// The sysctls the upstream kubelet sets at start unless
-// protectKernelDefaults (pkg/kubelet/cm/container_manager_linux.go).
-var kubeletSysctls = []string{
-	"vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
-	"kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes",
-}
 
 // harness holds what stays the same across agents.
 type harness struct {
@@ -42,19 +29,11 @@ type harness struct {
 	floorRT internalapi.RuntimeService
 	img     internalapi.ImageManagerService
 	nodelet string // built binary
-	sysctls map[string]string
-	host    hostState
+	host    *nodeagent.Host
+	cleaner nodeagent.Cleaner
 
 	mu    sync.Mutex
-	agent *agentProc
-}
-
-// agentProc is one running agent.
-type agentProc struct {
-	name   string
-	cmd    *exec.Cmd
-	dir    string
-	exited chan struct{}
+	agent *nodeagent.Proc
 }
 
 func newHarness(o *options, env map[string]string) (*harness, error) {
@@ -86,14 +65,13 @@ func newHarness(o *options, env map[string]string) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &harness{o: o, env: env, client: client, rt: rt, floorRT: floorRT, img: img, sysctls: map[string]string{}, host: snapshotHost()}
-	for _, k := range kubeletSysctls {
-		out, err := run("sysctl", "-n", k)
-		if err != nil {
-			return nil, err
-		}
-		h.sysctls[k] = strings.TrimSpace(out)
+	host, err := nodeagent.SnapshotHost()
+	if err != nil {
+		return nil, err
 	}
+	h := &harness{o: o, env: env, client: client, rt: rt, floorRT: floorRT, img: img, host: host,
+		cleaner: nodeagent.Cleaner{Client: client, Runtime: rt, Node: o.nodeName,
+			Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}}
 	bin, err := os.MkdirTemp("", "compare-bin-")
 	if err != nil {
 		return nil, err
@@ -119,20 +97,7 @@ func (h *harness) upstreamBinary() string { return filepath.Join(h.env["K8S_BIN"
 
 // restoreHost puts back the sysctls and removes the iptables chains and
 // files the upstream kubelet leaves; every agent is stopped by then.
-func (h *harness) restoreHost() {
-	h.restoreSysctls()
-	restoreHost(h.host)
-}
-
-func (h *harness) restoreSysctls() {
-	for _, k := range kubeletSysctls {
-		if v := h.sysctls[k]; v != "" {
-			if _, err := run("sysctl", "-q", "-w", k+"="+v); err != nil {
-				log.Printf("restore %s: %v", k, err)
-			}
-		}
-	}
-}
+func (h *harness) restoreHost() { h.host.Restore() }
 
 func (h *harness) abort() {
 	h.mu.Lock()
@@ -144,109 +109,37 @@ func (h *harness) abort() {
 	h.restoreHost()
 }
 
-// config is the KubeletConfiguration both agents get.
-func (h *harness) config(dir string) string {
-	pki := h.env["CLUSTER_PKI"]
+// spec is how the benchmark runs agent name.
+func (h *harness) spec(name string) nodeagent.Spec {
 	maxPods := h.o.burst
 	for _, n := range h.o.scale {
 		maxPods = max(maxPods, n)
 	}
-	maxPods += 10
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: %s
-podLogsDir: %s
-resolvConf: %s
-failCgroupV1: false
-cgroupDriver: cgroupfs
-maxPods: %d
-nodeLeaseDurationSeconds: 20
-protectKernelDefaults: false
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-port: 10250
-tlsCertFile: %s
-tlsPrivateKeyFile: %s
-authentication:
-  anonymous:
-    enabled: false
-  x509:
-    clientCAFile: %s
-  webhook:
-    enabled: true
-authorization:
-  mode: Webhook
-`, h.env["CONTAINER_RUNTIME_ENDPOINT"], filepath.Join(dir, "pod-logs"), filepath.Join(dir, "resolv.conf"), maxPods,
-		filepath.Join(pki, "node-"+h.o.nodeName+"-serving.crt"), filepath.Join(pki, "node-"+h.o.nodeName+"-serving.key"),
-		filepath.Join(pki, "ca.crt"))
-}
-
-// startAgent writes the agent's files under a fresh temp dir and starts it.
-func (h *harness) startAgent(name string) (*agentProc, error) {
-	dir, err := os.MkdirTemp("", "compare-"+name+"-")
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range []string{"root", "pod-logs"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
-		return nil, err
-	}
-	cfg := filepath.Join(dir, "kubelet-config.yaml")
-	if err := os.WriteFile(cfg, []byte(h.config(dir)), 0o644); err != nil {
-		return nil, err
-	}
-	pki := h.env["CLUSTER_PKI"]
-	if _, err := run(filepath.Join(".stack", "bin", "pki"), "node", "--dir", pki, "--name", h.o.nodeName, "--ip", h.env["NODE_IP"]); err != nil {
-		return nil, err
-	}
 	bin := h.nodelet
-	if name == "upstream" {
+	if name == nodeagent.Upstream {
 		bin = h.upstreamBinary()
 	}
-	args := []string{
-		"--config", cfg,
-		"--kubeconfig", filepath.Join(pki, "node-"+h.o.nodeName+".kubeconfig"),
-		"--root-dir", filepath.Join(dir, "root"),
-		"--hostname-override", h.o.nodeName,
-		"--node-ip", h.env["NODE_IP"],
-		"-v", "2",
-	}
-	if name == "upstream" {
-		args = append(args, "--cert-dir", filepath.Join(dir, "pki"))
-	}
-	f, err := os.Create(filepath.Join(dir, name+".log"))
+	return nodeagent.Spec{Name: name, Binary: bin, Node: h.o.nodeName, Env: h.env, MaxPods: maxPods + 10}
+}
+
+// config is the KubeletConfiguration both agents get.
+func (h *harness) config(dir string) string { return nodeagent.Config(h.spec(nodeagent.Upstream), dir) }
+
+// startAgent starts agent name on a fresh temp dir.
+func (h *harness) startAgent(name string) (*nodeagent.Proc, error) {
+	a, err := nodeagent.Start(h.spec(name))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	a := &agentProc{name: name, cmd: cmd, dir: dir, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(a.exited) }()
 	h.mu.Lock()
 	h.agent = a
 	h.mu.Unlock()
-	log.Printf("%s started (pid %d), files in %s", name, cmd.Process.Pid, dir)
 	return a, nil
 }
 
-// stopAgent stops the agent cleanly (SIGTERM, then SIGKILL after 20 s).
-func (h *harness) stopAgent(a *agentProc) {
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-a.exited:
-	case <-time.After(20 * time.Second):
-		log.Printf("%s did not stop on SIGTERM: SIGKILL", a.name)
-		_ = a.cmd.Process.Kill()
-		<-a.exited
-	}
+// stopAgent stops the agent cleanly.
+func (h *harness) stopAgent(a *nodeagent.Proc) {
+	a.Stop()
 	h.mu.Lock()
 	if h.agent == a {
 		h.agent = nil
@@ -254,44 +147,9 @@ func (h *harness) stopAgent(a *agentProc) {
 	h.mu.Unlock()
 }
 
-func (a *agentProc) pid() int { return a.cmd.Process.Pid }
-
-// cleanNode removes everything an agent left: the Node and its Lease, the
-// benchmark's namespaces and pods, every sandbox and container of them in
-// containerd, mounts under the agent's dir and the kubepods cgroups.
+// cleanNode removes everything an agent left (nodeagent.Cleaner.CleanNode).
 func (h *harness) cleanNode(ctx context.Context, dir string) error {
-	c := h.client
-	nss, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for _, ns := range nss.Items {
-		if !strings.HasPrefix(ns.Name, nsPrefix) {
-			continue
-		}
-		_ = c.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
-		_ = c.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{})
-	}
-	if err := c.CoreV1().Nodes().Delete(ctx, h.o.nodeName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	_ = c.CoordinationV1().Leases("kube-node-lease").Delete(ctx, h.o.nodeName, metav1.DeleteOptions{})
-	if err := h.removeSandboxes(ctx, ""); err != nil {
-		return err
-	}
-	if dir != "" {
-		framework.UnmountUnder(dir, log.Printf)
-	}
-	removeKubepods()
-	// The node must be gone before the next agent registers.
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := c.CoreV1().Nodes().Get(ctx, h.o.nodeName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("node %s still there", h.o.nodeName)
+	return h.cleaner.CleanNode(ctx, dir)
 }
 
 const nsPrefix = "cmp-"
@@ -299,130 +157,18 @@ const nsPrefix = "cmp-"
 // removeSandboxes stops and removes the sandboxes (and their containers) of
 // the benchmark's namespaces, or of one namespace.
 func (h *harness) removeSandboxes(ctx context.Context, ns string) error {
-	// The agent may be removing the same sandboxes (containerd then says
-	// "already in removing state"): try again until none is left.
-	var errs []string
-	removed := 0
-	for try := 0; try < 20; try++ {
-		n, e, err := h.removeSandboxesOnce(ctx, ns)
-		if err != nil {
-			return err
-		}
-		removed += n
-		if errs = e; len(errs) == 0 {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("remove sandboxes: %s", strings.Join(errs, "; "))
-	}
-	if removed > 0 {
-		log.Printf("removed %d sandboxes left in containerd", removed)
-	}
-	return nil
-}
-
-// removeSandboxesOnce stops and removes the sandboxes of ns (all of the
-// benchmark's namespaces if ns is empty) and their containers; it returns
-// how many it removed and what failed.
-func (h *harness) removeSandboxesOnce(ctx context.Context, ns string) (int, []string, error) {
-	boxes, err := h.rt.ListPodSandbox(ctx, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	mine := map[string]bool{}
-	for _, b := range boxes {
-		bns := b.GetMetadata().GetNamespace()
-		if (ns == "" && strings.HasPrefix(bns, nsPrefix)) || (ns != "" && bns == ns) {
-			mine[b.Id] = true
-		}
-	}
-	cs, err := h.rt.ListContainers(ctx, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, c := range cs {
-		if mine[c.PodSandboxId] {
-			_ = h.rt.StopContainer(ctx, c.Id, 0)
-			_ = h.rt.RemoveContainer(ctx, c.Id)
-		}
-	}
-	var errs []string
-	removed := 0
-	for id := range mine {
-		_ = h.rt.StopPodSandbox(ctx, id)
-		if err := h.rt.RemovePodSandbox(ctx, id); err != nil {
-			errs = append(errs, err.Error())
-		} else {
-			removed++
-		}
-	}
-	return removed, errs, nil
+	return h.cleaner.RemoveSandboxes(ctx, ns)
 }
 
 // readySandboxes is the number of ready (not stopped) sandboxes of
 // namespace ns in containerd.
 func (h *harness) readySandboxes(ctx context.Context, ns string) int {
-	boxes, err := h.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns},
-		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-	})
-	if err != nil {
-		return -1
-	}
-	return len(boxes)
-}
-
-// removeKubepods removes /sys/fs/cgroup/*/kubepods, deepest first (rmdir
-// only: a cgroup with processes stays, and is reported).
-func removeKubepods() {
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
-	for _, root := range roots {
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-		for _, d := range dirs {
-			if err := syscall.Rmdir(d); err != nil && !os.IsNotExist(err) {
-				log.Printf("cleanup: rmdir %s: %v", d, err)
-			}
-		}
-	}
+	return nodeagent.ReadySandboxes(ctx, h.rt, ns)
 }
 
 // waitNodeReady waits for the node's Ready condition.
-func (h *harness) waitNodeReady(ctx context.Context, a *agentProc, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-a.exited:
-			return fmt.Errorf("%s exited; log in %s", a.name, a.dir)
-		default:
-		}
-		n, err := h.client.CoreV1().Nodes().Get(ctx, h.o.nodeName, metav1.GetOptions{})
-		if err == nil {
-			for _, c := range n.Status.Conditions {
-				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
-					ready := true
-					for _, t := range n.Spec.Taints {
-						if t.Key == "node.kubernetes.io/not-ready" || t.Key == "node.kubernetes.io/unreachable" {
-							ready = false
-						}
-					}
-					if ready {
-						return nil
-					}
-				}
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("node %s not Ready after %v; log in %s", h.o.nodeName, timeout, a.dir)
+func (h *harness) waitNodeReady(ctx context.Context, a *nodeagent.Proc, timeout time.Duration) error {
+	return nodeagent.WaitNodeReady(ctx, h.client, h.o.nodeName, a, timeout)
 }
 
 // proc figures of one process.

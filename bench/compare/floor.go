@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/uuid"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	nodeagent "github.com/nodelet/nodelet/test/agent"
 )
 
 // Floor is the runtime's own time for a burst: the same pods (a sandbox
@@ -49,7 +51,7 @@ func (h *harness) runtimeFloor(ctx context.Context, n, conc int) (*Floor, error)
 		if err := h.removeSandboxes(context.Background(), ns); err != nil {
 			log.Printf("floor cleanup: %v", err)
 		}
-		removeKubepods()
+		nodeagent.RemoveKubepods()
 	}()
 	if conc <= 0 || conc > n {
 		conc = n

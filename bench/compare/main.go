@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 type options struct {
@@ -179,18 +181,9 @@ func main() {
 
 // loadEnv reads the `export K="V"` lines of .stack/env.
 func loadEnv() (map[string]string, error) {
-	data, err := os.ReadFile(filepath.Join(".stack", "env"))
+	env, err := framework.ReadEnvFile(filepath.Join(".stack", "env"))
 	if err != nil {
 		return nil, fmt.Errorf("the stack is not up (run from the repository root after hack/cluster/up.sh): %w", err)
-	}
-	env := map[string]string{}
-	for _, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "export "))
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		env[k] = strings.Trim(v, `"'`)
 	}
 	for _, k := range []string{"CONTAINER_RUNTIME_ENDPOINT", "NODE_IP", "KUBECONFIG", "K8S_BIN", "CLUSTER_PKI", "BUSYBOX_IMAGE", "PAUSE_IMAGE"} {
 		if env[k] == "" {

@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	nodeagent "github.com/nodelet/nodelet/test/agent"
 )
 
 // podState is what the watch saw of one pod.
@@ -280,7 +282,7 @@ func (h *harness) clearPods(ctx context.Context, ns string, tr *tracker, names [
 }
 
 // burst creates n pods at once and measures them up to Running and Ready.
-func (h *harness) burst(ctx context.Context, a *agentProc, s *sampler, ns string, tr *tracker, prefix string, n int) (*Burst, error) {
+func (h *harness) burst(ctx context.Context, a *nodeagent.Proc, s *sampler, ns string, tr *tracker, prefix string, n int) (*Burst, error) {
 	names := podNames(prefix, n)
 	settle()
 	others := h.otherPids()
@@ -528,7 +530,7 @@ func (h *harness) profile(seconds int, path string) error {
 // watch on it and a sampler on the agent's process.
 type session struct {
 	name   string
-	a      *agentProc
+	a      *nodeagent.Proc
 	s      *sampler
 	ns     string
 	tr     *tracker
@@ -556,7 +558,7 @@ func (h *harness) startSession(ctx context.Context, name, label string, r *Agent
 		r.NodeReadySeconds = time.Since(t0).Seconds()
 	}
 	log.Printf("node %s Ready after %.1f s", h.o.nodeName, time.Since(t0).Seconds())
-	se.s = startSampler(a.pid())
+	se.s = startSampler(a.Pid())
 	nsObj, err := h.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: nsPrefix + name + "-"}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, h.failSession(se, err)
@@ -583,7 +585,7 @@ func (h *harness) startSession(ctx context.Context, name, label string, r *Agent
 // endSession stops the agent and leaves the node clean.
 func (h *harness) endSession(se *session) error {
 	h.stopSession(se)
-	if err := h.cleanNode(context.Background(), se.a.dir); err != nil {
+	if err := h.cleanNode(context.Background(), se.a.Dir); err != nil {
 		return err
 	}
 	h.restoreHost()
@@ -603,9 +605,9 @@ func (h *harness) stopSession(se *session) {
 // failSession ends a session that failed, pointing at the agent's log.
 func (h *harness) failSession(se *session, err error) error {
 	h.stopSession(se)
-	_ = h.cleanNode(context.Background(), se.a.dir)
+	_ = h.cleanNode(context.Background(), se.a.Dir)
 	h.restoreHost()
-	return fmt.Errorf("%w (agent log: %s)", err, filepath.Join(se.a.dir, se.name+".log"))
+	return fmt.Errorf("%w (agent log: %s)", err, filepath.Join(se.a.Dir, se.name+".log"))
 }
 
 // runAgents runs every scenario against every agent. The agents take turns:

@@ -59,7 +59,7 @@ func startCluster(s *Stack) (*Cluster, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("hack/cluster/up.sh: %w", err)
 	}
-	env, err := readEnvFile(filepath.Join(s.RepoRoot, ".stack", "env"))
+	env, err := ReadEnvFile(filepath.Join(s.RepoRoot, ".stack", "env"))
 	if err != nil {
 		return nil, err
 	}

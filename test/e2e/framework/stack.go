@@ -91,7 +91,7 @@ func findOrStartStack() (*Stack, error) {
 }
 
 func loadStack(root, envFile string) (*Stack, error) {
-	env, err := readEnvFile(envFile)
+	env, err := ReadEnvFile(envFile)
 	if err != nil {
 		return nil, err
 	}
@@ -120,8 +120,8 @@ func loadStack(root, envFile string) (*Stack, error) {
 	return s, nil
 }
 
-// readEnvFile parses the `export K="V"` lines of .stack/env.
-func readEnvFile(path string) (map[string]string, error) {
+// ReadEnvFile parses the `export K="V"` lines of .stack/env.
+func ReadEnvFile(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
