@@ -16,8 +16,6 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -27,10 +25,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
-	"runtime"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -39,10 +34,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/nodelet/nodelet/hack/tools/imagebuild"
 )
 
 func main() {
@@ -153,7 +148,7 @@ func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]tes
 		if err != nil {
 			return nil, err
 		}
-		img, err := newImage([]entry{{name: "grpc-health", mode: 0o755, data: bin}},
+		img, err := imagebuild.New([]imagebuild.Entry{{Name: "grpc-health", Mode: 0o755, Data: bin}},
 			v1.Config{Entrypoint: []string{"/grpc-health"}})
 		if err != nil {
 			return nil, err
@@ -165,7 +160,7 @@ func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]tes
 		if err != nil {
 			return nil, err
 		}
-		img, err := newImage([]entry{{name: "pause", mode: 0o755, data: bin}},
+		img, err := imagebuild.New([]imagebuild.Entry{{Name: "pause", Mode: 0o755, Data: bin}},
 			v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"})
 		if err != nil {
 			return nil, err
@@ -195,98 +190,9 @@ func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]tes
 }
 
 func busyboxImage(path string) (v1.Image, error) {
-	bin, err := os.ReadFile(path)
+	entries, err := imagebuild.BusyboxEntries(path, imagebuild.Passwd, imagebuild.Group, nil)
 	if err != nil {
 		return nil, err
 	}
-	list, err := exec.Command(path, "--list-full").Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s --list-full: %w", path, err)
-	}
-	entries := []entry{
-		{name: "bin/", mode: 0o755},
-		{name: "bin/busybox", mode: 0o755, data: bin},
-		{name: "etc/", mode: 0o755},
-		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n")},
-		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnogroup:x:65534:\n")},
-		{name: "root/", mode: 0o700},
-		{name: "tmp/", mode: 0o1777},
-		{name: "home/", mode: 0o755},
-		{name: "usr/", mode: 0o755},
-		{name: "usr/bin/", mode: 0o755},
-		{name: "usr/sbin/", mode: 0o755},
-		{name: "sbin/", mode: 0o755},
-		{name: "var/", mode: 0o755},
-	}
-	var links []string
-	for _, l := range strings.Split(strings.TrimSpace(string(list)), "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || l == "bin/busybox" {
-			continue
-		}
-		links = append(links, l)
-	}
-	sort.Strings(links)
-	for _, l := range links {
-		entries = append(entries, entry{name: l, link: "/bin/busybox"})
-	}
-	return newImage(entries, v1.Config{
-		Cmd: []string{"sh"},
-		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-	})
-}
-
-type entry struct {
-	name string
-	mode int64
-	data []byte
-	link string // symlink target, if any
-}
-
-func newImage(entries []entry, cfg v1.Config) (v1.Image, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	epoch := time.Unix(0, 0)
-	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: epoch, Format: tar.FormatPAX}
-		switch {
-		case e.link != "":
-			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, e.link, 0o777
-		case strings.HasSuffix(e.name, "/"):
-			h.Typeflag = tar.TypeDir
-		default:
-			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.data))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if h.Typeflag == tar.TypeReg {
-			if _, err := tw.Write(e.data); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	layerBytes := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerBytes)), nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Created = v1.Time{Time: epoch}
-	cf.Config = cfg
-	return mutate.ConfigFile(img, cf)
+	return imagebuild.New(entries, imagebuild.BusyboxConfig())
 }
