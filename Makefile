@@ -5,7 +5,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 export GOFLAGS ?= -buildvcs=false
 export HOME ?= /root
 
-.PHONY: build test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench clean
+.PHONY: build test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance clean
 
 build: ## bin/nodelet
 	go build -o bin/nodelet ./cmd/nodelet
@@ -39,6 +39,9 @@ cluster-down: ## stops the control plane
 
 bench: ## benchmarks; results in docs/benchmarks.md
 	bash hack/bench.sh
+
+conformance: ## upstream's NodeConformance e2e suite against the upstream kubelet and nodelet; docs/conformance.md
+	bash hack/conformance.sh
 
 clean:
 	rm -rf bin

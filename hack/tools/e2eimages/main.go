@@ -1,0 +1,145 @@
+// Command e2eimages builds, offline, the images of upstream's e2e test
+// suite that the NodeConformance tests pull, and pushes them into the local
+// test registry under the paths their real names map to
+// (registry.k8s.io/e2e-test-images/agnhost:2.66.1 ->
+// <registry>/e2e-test-images/agnhost:2.66.1):
+//
+//   - busybox 1.37.0-2: Debian's static busybox (1.35) and its applets;
+//   - pause 3.10.2: the stack's static pause;
+//   - agnhost 2.66.1 (also 2.55, the previous one): agnhost built from
+//     k8s.io/kubernetes/test/images/agnhost on the busybox userland, with
+//     this machine's bash and curl (exec hooks and probe scripts call them),
+//     the porter certificates and the image's own user 1000 and group 50000;
+//   - kitten and nautilus 1.8: agnhost with their pictures, serving them;
+//   - nonroot 1.5: busybox as user 1234;
+//   - nonewprivs 1.4: busybox with the setuid nnp.
+//
+// The images upstream builds from other distributions (nginx, perl,
+// glibc-dns-testing, ipc-utils, volume/*, ...) are not built: their tests
+// fail with ErrImagePull, for every agent.
+package main
+
+import (
+	"flag"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/nodelet/nodelet/hack/tools/imagebuild"
+)
+
+
+func main() {
+	registry := flag.String("registry", "127.0.0.1:35000", "loopback registry to push to (plain HTTP)")
+	bin := flag.String("bin", "", "directory holding agnhost and nnp built from k8s.io/kubernetes/test/images")
+	src := flag.String("k8s-src", "", "k8s.io/kubernetes source (module cache) for the test images' files")
+	pause := flag.String("pause", "", "static pause binary")
+	busybox := flag.String("busybox", "/bin/busybox", "static busybox binary")
+	flag.Parse()
+	if *bin == "" || *src == "" || *pause == "" {
+		log.Fatal("e2eimages: --bin, --k8s-src and --pause are required")
+	}
+	images, err := build(*bin, *src, *pause, *busybox)
+	if err != nil {
+		log.Fatalf("e2eimages: %v", err)
+	}
+	for _, img := range images {
+		for _, tag := range img.tags {
+			ref, err := name.ParseReference(*registry+"/"+tag, name.Insecure)
+			if err != nil {
+				log.Fatalf("e2eimages: %v", err)
+			}
+			if err := remote.Write(ref, img.image); err != nil {
+				log.Fatalf("e2eimages: push %s: %v", ref, err)
+			}
+			log.Printf("e2eimages: pushed %s", ref)
+		}
+	}
+}
+
+type image struct {
+	tags  []string
+	image v1.Image
+}
+
+func build(bin, src, pause, busybox string) ([]image, error) {
+	read := func(p string) []byte {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			log.Fatalf("e2eimages: %v", err)
+		}
+		return data
+	}
+	bb := func(passwd, group string, skip map[string]bool) []imagebuild.Entry {
+		e, err := imagebuild.BusyboxEntries(busybox, passwd, group, skip)
+		if err != nil {
+			log.Fatalf("e2eimages: %v", err)
+		}
+		return e
+	}
+	var out []image
+	add := func(img v1.Image, err error) v1.Image {
+		if err != nil {
+			log.Fatalf("e2eimages: %v", err)
+		}
+		return img
+	}
+	push := func(img v1.Image, tags ...string) { out = append(out, image{tags: tags, image: img}) }
+	cfg := imagebuild.BusyboxConfig()
+
+	push(add(imagebuild.New(bb(imagebuild.Passwd, imagebuild.Group, nil), cfg)), "e2e-test-images/busybox:1.37.0-2")
+	push(add(imagebuild.New([]imagebuild.Entry{{Name: "pause", Mode: 0o755, Data: read(pause)}},
+		v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"})), "pause:3.10.2")
+	nonroot := cfg
+	nonroot.User = "1234"
+	push(add(imagebuild.New(bb(imagebuild.Passwd, imagebuild.Group, nil), nonroot)), "e2e-test-images/nonroot:1.5")
+	nnp := append(bb(imagebuild.Passwd, imagebuild.Group, nil),
+		imagebuild.Entry{Name: "usr/local/", Mode: 0o755}, imagebuild.Entry{Name: "usr/local/bin/", Mode: 0o755},
+		imagebuild.Entry{Name: "usr/local/bin/nnp", Mode: 0o4755, Data: read(filepath.Join(bin, "nnp"))})
+	nnpCfg := cfg
+	nnpCfg.Cmd = []string{"nnp"}
+	push(add(imagebuild.New(nnp, nnpCfg)), "e2e-test-images/nonewprivs:1.4")
+
+	// agnhost: its Dockerfile's alpine with bash and curl, the users.
+	passwd := imagebuild.Passwd + "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
+	group := imagebuild.Group + "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
+	entries := bb(passwd, group, map[string]bool{"bin/bash": true, "usr/bin/curl": true})
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.Name] = true
+	}
+	for _, b := range [][2]string{{"/bin/bash", "/bin/bash"}, {"/usr/bin/curl", "/usr/bin/curl"}} {
+		e, err := imagebuild.HostBinary(b[0], b[1], have)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e...)
+	}
+	porter := filepath.Join(src, "test/images/agnhost/porter")
+	entries = append(entries,
+		imagebuild.Entry{Name: "home/user-defined-in-image/", Mode: 0o755, UID: 1000, GID: 1000},
+		imagebuild.Entry{Name: "uploads/", Mode: 0o755},
+		imagebuild.Entry{Name: "localhost.crt", Mode: 0o644, Data: read(filepath.Join(porter, "localhost.crt"))},
+		imagebuild.Entry{Name: "localhost.key", Mode: 0o644, Data: read(filepath.Join(porter, "localhost.key"))},
+		imagebuild.Entry{Name: "agnhost", Mode: 0o755, Data: read(filepath.Join(bin, "agnhost"))},
+		imagebuild.Entry{Name: "agnhost-2", Link: "agnhost"},
+	)
+	agnCfg := cfg
+	agnCfg.Entrypoint, agnCfg.Cmd = []string{"/agnhost"}, []string{"pause"}
+	agnhost := add(imagebuild.New(entries, agnCfg))
+	push(agnhost, "e2e-test-images/agnhost:2.66.1", "e2e-test-images/agnhost:2.55")
+	for _, pic := range []string{"kitten", "nautilus"} {
+		html := filepath.Join(src, "test/images", pic, "html")
+		webCfg := agnCfg
+		webCfg.Cmd = []string{"test-webserver"}
+		push(add(imagebuild.Append(agnhost, []imagebuild.Entry{
+			{Name: pic + ".jpg", Mode: 0o644, Data: read(filepath.Join(html, pic+".jpg"))},
+			{Name: "data.json", Mode: 0o644, Data: read(filepath.Join(html, "data.json"))},
+		}, webCfg)), "e2e-test-images/"+pic+":1.8")
+	}
+	return out, nil
+}
