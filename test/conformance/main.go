@@ -38,6 +38,7 @@ type options struct {
 	docs       string
 	nodelet    string
 	reportOnly bool
+	rerun      bool
 	timeout    time.Duration
 }
 
@@ -52,6 +53,7 @@ func main() {
 	flag.StringVar(&o.docs, "docs", "docs", "folder for conformance.md and the summaries")
 	flag.StringVar(&o.nodelet, "nodelet", "bin/nodelet", "nodelet binary")
 	flag.BoolVar(&o.reportOnly, "report-only", false, "only write the report from the reports in --out")
+	flag.BoolVar(&o.rerun, "rerun", false, "rerun the selected tests for the agents, keeping their full runs: the report takes the rerun's outcome for those tests")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "ginkgo --timeout per agent")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -150,6 +152,11 @@ func runAgent(o *options, env map[string]string, name string) error {
 	if err != nil {
 		return err
 	}
+	if o.rerun {
+		// A rerun of some tests goes beside the agent's full run; the
+		// report applies reruns on top of it, newest last.
+		out = filepath.Join(out, "rerun-"+time.Now().UTC().Format("20060102T150405"))
+	}
 	if err := os.RemoveAll(out); err != nil {
 		return err
 	}
@@ -176,6 +183,9 @@ func runAgent(o *options, env map[string]string, name string) error {
 	runErr := cmd.Run() // failing tests make ginkgo exit non-zero
 	wall := time.Since(start)
 	log.Printf("%s: suite took %s (%v)", name, wall.Round(time.Second), runErr)
+	if err := os.WriteFile(filepath.Join(out, "focus"), []byte(o.focus+"\n"), 0o644); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(out, "wall-seconds"), []byte(fmt.Sprintf("%.0f\n", wall.Seconds())), 0o644); err != nil {
 		return err
 	}

@@ -54,12 +54,22 @@ type Test struct {
 	Image   string `json:"image,omitempty"`
 }
 
-// AgentRun is one agent's run of the suite.
+// AgentRun is one agent's run of the suite, with the reruns of some of
+// its tests applied.
 type AgentRun struct {
 	Agent       string  `json:"agent"`
 	Version     string  `json:"version"`
 	WallSeconds float64 `json:"wallSeconds"`
 	Tests       []Test  `json:"tests"`
+	Reruns      []Rerun `json:"reruns,omitempty"`
+}
+
+// Rerun is a later run of the tests a focus selected; its outcomes replace
+// the full run's.
+type Rerun struct {
+	When  string   `json:"when"`
+	Focus string   `json:"focus"`
+	Tests []string `json:"tests"`
 }
 
 func (r *AgentRun) count(state string) int {
@@ -81,8 +91,49 @@ func (r *AgentRun) byName() map[string]Test {
 }
 
 // loadRun reads an agent's run from its folder (report.json, version,
-// wall-seconds).
+// wall-seconds) and applies its reruns (rerun-*/), oldest first.
 func loadRun(dir string) (*AgentRun, error) {
+	tests, err := loadTests(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &AgentRun{Agent: filepath.Base(dir), Tests: tests}
+	if v, err := os.ReadFile(filepath.Join(dir, "version")); err == nil {
+		r.Version = strings.TrimSpace(string(v))
+	}
+	if w, err := os.ReadFile(filepath.Join(dir, "wall-seconds")); err == nil {
+		r.WallSeconds, _ = strconv.ParseFloat(strings.TrimSpace(string(w)), 64)
+	}
+	reruns, _ := filepath.Glob(filepath.Join(dir, "rerun-*", "report.json"))
+	sort.Strings(reruns)
+	for _, rep := range reruns {
+		rd := filepath.Dir(rep)
+		tests, err := loadTests(rd)
+		if err != nil {
+			return nil, err
+		}
+		focus, _ := os.ReadFile(filepath.Join(rd, "focus"))
+		rr := Rerun{When: strings.TrimPrefix(filepath.Base(rd), "rerun-"), Focus: strings.TrimSpace(string(focus))}
+		idx := map[string]int{}
+		for i, t := range r.Tests {
+			idx[t.Name] = i
+		}
+		for _, t := range tests {
+			rr.Tests = append(rr.Tests, t.Name)
+			if i, ok := idx[t.Name]; ok {
+				r.Tests[i] = t
+			} else {
+				r.Tests = append(r.Tests, t)
+			}
+		}
+		r.Reruns = append(r.Reruns, rr)
+	}
+	sort.Slice(r.Tests, func(i, j int) bool { return r.Tests[i].Name < r.Tests[j].Name })
+	return r, nil
+}
+
+// loadTests reads the tests that ran from a folder's ginkgo report.json.
+func loadTests(dir string) ([]Test, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
 	if err != nil {
 		return nil, err
@@ -91,13 +142,7 @@ func loadRun(dir string) (*AgentRun, error) {
 	if err := json.Unmarshal(data, &reports); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "report.json"), err)
 	}
-	r := &AgentRun{Agent: filepath.Base(dir)}
-	if v, err := os.ReadFile(filepath.Join(dir, "version")); err == nil {
-		r.Version = strings.TrimSpace(string(v))
-	}
-	if w, err := os.ReadFile(filepath.Join(dir, "wall-seconds")); err == nil {
-		r.WallSeconds, _ = strconv.ParseFloat(strings.TrimSpace(string(w)), 64)
-	}
+	var out []Test
 	for _, rep := range reports {
 		for _, s := range rep.SpecReports {
 			if s.LeafNodeType != "It" || s.State == "skipped" || s.State == "pending" {
@@ -117,11 +162,10 @@ func loadRun(dir string) (*AgentRun, error) {
 					}
 				}
 			}
-			r.Tests = append(r.Tests, t)
+			out = append(out, t)
 		}
 	}
-	sort.Slice(r.Tests, func(i, j int) bool { return r.Tests[i].Name < r.Tests[j].Name })
-	return r, nil
+	return out, nil
 }
 
 // writeReport writes docs/conformance.md and docs/conformance/<agent>.json.
@@ -152,6 +196,11 @@ func writeReport(o *options, runs []*AgentRun) error {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %s |\n", r.Agent, r.Version, len(r.Tests), r.count("passed"),
 			len(r.Tests)-r.count("passed")-r.count("not-runnable"), r.count("not-runnable"),
 			(time.Duration(r.WallSeconds) * time.Second).String())
+	}
+	for _, r := range runs {
+		for _, rr := range r.Reruns {
+			fmt.Fprintf(&b, "\n%s: %d tests rerun at %s (`--focus='%s'`), their outcomes replace the full run's.", r.Agent, len(rr.Tests), rr.When, rr.Focus)
+		}
 	}
 	var up, nl *AgentRun
 	for _, r := range runs {

@@ -4,7 +4,8 @@
 // (registry.k8s.io/e2e-test-images/agnhost:2.66.1 ->
 // <registry>/e2e-test-images/agnhost:2.66.1):
 //
-//   - busybox 1.37.0-2: Debian's static busybox (1.35) and its applets;
+//   - busybox 1.37.0-2: Debian's static busybox (1.35) and its applets, with
+//     this machine's bash as sh;
 //   - pause 3.10.2: the stack's static pause;
 //   - agnhost 2.66.1 (also 2.55, the previous one): agnhost built from
 //     k8s.io/kubernetes/test/images/agnhost on the busybox userland, with
@@ -31,7 +32,6 @@ import (
 
 	"github.com/nodelet/nodelet/hack/tools/imagebuild"
 )
-
 
 func main() {
 	registry := flag.String("registry", "127.0.0.1:35000", "loopback registry to push to (plain HTTP)")
@@ -91,7 +91,26 @@ func build(bin, src, pause, busybox string) ([]image, error) {
 	push := func(img v1.Image, tags ...string) { out = append(out, image{tags: tags, image: img}) }
 	cfg := imagebuild.BusyboxConfig()
 
-	push(add(imagebuild.New(bb(imagebuild.Passwd, imagebuild.Group, nil), cfg)), "e2e-test-images/busybox:1.37.0-2")
+	// sh is this machine's bash: Debian's busybox 1.35 ash drops
+	// environment variables whose names are not identifiers ("data-1"),
+	// which the real image's busybox 1.37 passes on (a Secrets test reads
+	// them through sh -c env).
+	withBash := func(entries []imagebuild.Entry, extra ...[2]string) []imagebuild.Entry {
+		have := map[string]bool{}
+		for _, e := range entries {
+			have[e.Name] = true
+		}
+		for _, b := range append([][2]string{{"/bin/bash", "/bin/bash"}}, extra...) {
+			e, err := imagebuild.HostBinary(b[0], b[1], have)
+			if err != nil {
+				log.Fatalf("e2eimages: %v", err)
+			}
+			entries = append(entries, e...)
+		}
+		return append(entries, imagebuild.Entry{Name: "bin/sh", Link: "bash"})
+	}
+	push(add(imagebuild.New(withBash(bb(imagebuild.Passwd, imagebuild.Group, map[string]bool{"bin/sh": true})), cfg)),
+		"e2e-test-images/busybox:1.37.0-2")
 	push(add(imagebuild.New([]imagebuild.Entry{{Name: "pause", Mode: 0o755, Data: read(pause)}},
 		v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"})), "pause:3.10.2")
 	nonroot := cfg
@@ -107,18 +126,10 @@ func build(bin, src, pause, busybox string) ([]image, error) {
 	// agnhost: its Dockerfile's alpine with bash and curl, the users.
 	passwd := imagebuild.Passwd + "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
 	group := imagebuild.Group + "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
-	entries := bb(passwd, group, map[string]bool{"bin/bash": true, "usr/bin/curl": true})
-	have := map[string]bool{}
-	for _, e := range entries {
-		have[e.Name] = true
-	}
-	for _, b := range [][2]string{{"/bin/bash", "/bin/bash"}, {"/usr/bin/curl", "/usr/bin/curl"}} {
-		e, err := imagebuild.HostBinary(b[0], b[1], have)
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, e...)
-	}
+	// bash as sh (see above), curl, and OpenBSD's nc (busybox's has no -u),
+	// as the real image's alpine packages.
+	entries := withBash(bb(passwd, group, map[string]bool{"bin/sh": true, "usr/bin/nc": true}),
+		[2]string{"/usr/bin/curl", "/usr/bin/curl"}, [2]string{"/bin/nc.openbsd", "/usr/bin/nc"})
 	porter := filepath.Join(src, "test/images/agnhost/porter")
 	entries = append(entries,
 		imagebuild.Entry{Name: "home/user-defined-in-image/", Mode: 0o755, UID: 1000, GID: 1000},
