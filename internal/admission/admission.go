@@ -18,6 +18,9 @@ import (
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
+// nodeOS is the node's operating system (nodelet runs on Linux only).
+const nodeOS = "linux"
+
 // Result is an admission decision; Reason and Message say why not.
 type Result struct {
 	Admit   bool
@@ -29,6 +32,13 @@ type Result struct {
 func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
 	if node == nil {
 		return Result{Admit: true}
+	}
+	// The OS first, as upstream: preempting other pods would not help.
+	if os, ok := pod.Labels[v1.LabelOSStable]; ok && os != nodeOS {
+		return reject("PodOSSelectorNodeLabelDoesNotMatch", "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label")
+	}
+	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != nodeOS {
+		return reject("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")
 	}
 	if fields := podspec.Unsupported(pod); len(fields) > 0 {
 		return reject("UnsupportedPodSpec", "%s", podspec.UnsupportedMessage(fields))

@@ -52,7 +52,10 @@ func TestAdmit(t *testing.T) {
 			sig := v1.SIGUSR1
 			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig}
 		}), nil, "UnsupportedPodSpec", "spec.containers[0].lifecycle.stopSignal"},
-		{"windows", pod("", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }), nil, "UnsupportedPodSpec", `spec.os.name "windows"`},
+		{"windows", pod("", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }), nil, "PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS"},
+		{"linux", pod("", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Linux} }), nil, "", ""},
+		{"os label", pod("", func(p *v1.Pod) { p.Labels = map[string]string{"kubernetes.io/os": "windows"} }), nil,
+			"PodOSSelectorNodeLabelDoesNotMatch", "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"},
 		{"node selector mismatch", pod("", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }), nil, "NodeAffinity", "Predicate NodeAffinity failed"},
 		{"node selector match", pod("", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} }), nil, "", ""},
 		{"untolerated NoExecute taint", pod("", func(p *v1.Pod) { p.Spec.Tolerations = nil }), nil, "TaintToleration", "dedicated"},

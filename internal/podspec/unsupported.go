@@ -13,9 +13,6 @@ import (
 func Unsupported(pod *v1.Pod) []string {
 	var out []string
 	spec := &pod.Spec
-	if spec.OS != nil && spec.OS.Name != v1.Linux {
-		out = append(out, fmt.Sprintf("spec.os.name %q (this is a Linux node)", spec.OS.Name))
-	}
 	if spec.HostUsers != nil && !*spec.HostUsers {
 		out = append(out, "spec.hostUsers: false (user namespaces need containerd 2)")
 	}
