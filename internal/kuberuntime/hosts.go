@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -16,7 +17,15 @@ import (
 // subdomain, <subdomain>.<namespace>.svc.<clusterDomain>. With
 // setHostnameAsFQDN the hostname is the fully qualified name (at most 64
 // characters).
+// spec.hostnameOverride, when set, is the hostname (cut to 63 characters),
+// with no domain.
 func hostnameAndDomain(pod *v1.Pod, clusterDomain string) (string, string, error) {
+	if o := pod.Spec.HostnameOverride; o != nil {
+		if msgs := validation.IsDNS1123Subdomain(*o); len(msgs) != 0 {
+			return "", "", fmt.Errorf("pod HostnameOverride %q is not a valid DNS subdomain: %s", *o, strings.Join(msgs, ";"))
+		}
+		return truncateHostname(*o), "", nil
+	}
 	host := podHostname(pod)
 	domain := ""
 	if pod.Spec.Subdomain != "" && clusterDomain != "" {
@@ -55,12 +64,13 @@ func etcHosts(pod *v1.Pod, podIPs []string, hostname, domain, hostFile string) (
 		b.WriteString("fe00::0\tip6-mcastprefix\n")
 		b.WriteString("fe00::1\tip6-allnodes\n")
 		b.WriteString("fe00::2\tip6-allrouters\n")
-		short := strings.SplitN(hostname, ".", 2)[0]
 		for _, ip := range podIPs {
 			if domain != "" {
+				// The hostname may be the FQDN (setHostnameAsFQDN).
+				short := strings.SplitN(hostname, ".", 2)[0]
 				fmt.Fprintf(&b, "%s\t%s.%s\t%s\n", ip, short, domain, short)
 			} else {
-				fmt.Fprintf(&b, "%s\t%s\n", ip, short)
+				fmt.Fprintf(&b, "%s\t%s\n", ip, hostname)
 			}
 		}
 	}

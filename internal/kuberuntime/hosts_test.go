@@ -43,6 +43,10 @@ func TestHostnameAndEtcHosts(t *testing.T) {
 		{name: "FQDN too long", pod: pod(func(p *v1.Pod) {
 			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = strings.Repeat("h", 40), "backend", ptr.To(true)
 		}), err: true},
+		{name: "hostnameOverride wins over hostname and subdomain", pod: pod(func(p *v1.Pod) {
+			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.HostnameOverride = "db", "backend", ptr.To("my.host-name")
+		}), host: "my.host-name", contains: []string{"10.88.0.7\tmy.host-name\n"}},
+		{name: "hostnameOverride not a DNS subdomain", pod: pod(func(p *v1.Pod) { p.Spec.HostnameOverride = ptr.To("Bad_Name") }), err: true},
 		{name: "host aliases", pod: pod(func(p *v1.Pod) {
 			p.Spec.HostAliases = []v1.HostAlias{{IP: "1.2.3.4", Hostnames: []string{"foo.local", "bar.local"}}}
 		}), host: "web-0", contains: []string{"\n# Entries added by HostAliases.\n1.2.3.4\tfoo.local\tbar.local\n"}},

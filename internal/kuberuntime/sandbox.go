@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -23,10 +24,10 @@ type DNSConfig struct {
 type PodCgroups interface {
 	// EnsurePod creates the pod's cgroup with its pod-level limits and
 	// returns its name for the runtime (the sandbox's CgroupParent).
-	EnsurePod(pod *v1.Pod) (string, error)
+	EnsurePod(ctx context.Context, pod *v1.Pod) (string, error)
 }
 
-func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+func (m *Manager) sandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	dns, err := podDNS(pod, m.cfg.DNS)
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		},
 	}
 	if m.cfg.PodCgroups != nil {
-		parent, err := m.cfg.PodCgroups.EnsurePod(pod)
+		parent, err := m.cfg.PodCgroups.EnsurePod(ctx, pod)
 		if err != nil {
 			return nil, fmt.Errorf("failed to ensure that the pod %s/%s cgroups exist and are correctly applied: %w", pod.Namespace, pod.Name, err)
 		}
@@ -154,6 +155,11 @@ func podHostname(pod *v1.Pod) string {
 	if h == "" {
 		h = pod.Name
 	}
+	return truncateHostname(h)
+}
+
+// truncateHostname cuts h to 63 characters without a trailing '-' or '.'.
+func truncateHostname(h string) string {
 	if len(h) > 63 {
 		h = strings.TrimRight(h[:63], "-.")
 	}
