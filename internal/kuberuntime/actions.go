@@ -48,20 +48,13 @@ type killReason struct {
 }
 
 // shouldRestart reports whether a container that is not running should be
-// started (again) under the pod's restart policy.
-func shouldRestart(cs *ContainerStatus, policy v1.RestartPolicy) bool {
+// started (again): its restart rules and policy, else the pod's.
+func shouldRestart(cs *ContainerStatus, c *v1.Container, spec *v1.PodSpec) bool {
 	if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		// Never ran, or created but never started, or unknown.
 		return true
 	}
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return cs.ExitCode != 0
-	default:
-		return true
-	}
+	return podspec.ContainerShouldRestart(c, spec, cs.ExitCode)
 }
 
 // sandboxChanged reports whether the pod needs a new sandbox, the attempt
@@ -128,7 +121,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 		}
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
-			if cs := status.Latest(c.Name); policy == v1.RestartPolicyOnFailure && cs != nil &&
+			if cs := status.Latest(c.Name); podspec.RunsOnce(c, &pod.Spec) && cs != nil &&
 				cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0 {
 				continue
 			}
@@ -177,7 +170,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 			case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0:
 				continue
 			case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
-				if policy == v1.RestartPolicyNever {
+				if !podspec.ContainerShouldRestart(c, &pod.Spec, cs.ExitCode) {
 					a.InitFailed = true
 					a.KillPod = true
 				} else {
@@ -222,7 +215,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 			if cs != nil && cs.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 				a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: "Container is in an unknown state"}
 			}
-			if shouldRestart(cs, policy) {
+			if shouldRestart(cs, c, &pod.Spec) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
 			}
 			continue
@@ -230,17 +223,16 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 		if probes != nil {
 			if why, grace := probes.Unhealthy(cs.ID); why != "" {
 				a.ContainersToKill[cs.ID] = killReason{c.Name, why, grace}
-				if policy != v1.RestartPolicyNever {
+				if podspec.RestartsAfterKill(c, &pod.Spec) {
 					a.ContainersToStart = append(a.ContainersToStart, i)
 				}
 				continue
 			}
 		}
 		if cs.Hash != "" && cs.Hash != podspec.ContainerHash(c) {
+			// A changed definition restarts whatever the policy, as upstream.
 			a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: fmt.Sprintf("Container %s definition changed", c.Name)}
-			if policy != v1.RestartPolicyNever {
-				a.ContainersToStart = append(a.ContainersToStart, i)
-			}
+			a.ContainersToStart = append(a.ContainersToStart, i)
 			continue
 		}
 		keep++

@@ -70,6 +70,13 @@ func TestComputePodActions(t *testing.T) {
 	withInit := testPod(v1.RestartPolicyAlways, []string{"i1", "i2"}, "a")
 	initNever := testPod(v1.RestartPolicyNever, []string{"i1", "i2"}, "a")
 	ready := []*runtimeapi.PodSandboxStatus{readySandbox("s1", 0)}
+	// Container restart rules: b restarts on exit code 42 only, in a Never pod.
+	rules := testPod(v1.RestartPolicyNever, nil, "a", "b")
+	neverC, alwaysC := v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyAlways
+	rules.Spec.Containers[0].RestartPolicy = &alwaysC
+	rules.Spec.Containers[1].RestartPolicy = &neverC
+	rules.Spec.Containers[1].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
 	changed := always.DeepCopy()
 	changed.Spec.Containers[1].Image = "busybox:1.37"
 
@@ -95,6 +102,18 @@ func TestComputePodActions(t *testing.T) {
 			probes: unhealthy{"a-id": "Container a failed liveness probe"},
 			want: podActions{SandboxID: "s1",
 				ContainersToKill: map[string]killReason{"a-id": {name: "a", message: "Container a failed liveness probe"}}},
+		},
+		{
+			name:   "container restart rules: a container Always and a rule matching",
+			pod:    rules,
+			status: podStatus(ready, cs(rules, "a", exited, 0), cs(rules, "b", exited, 42)),
+			want:   podActions{SandboxID: "s1", ContainersToStart: []int{0, 1}},
+		},
+		{
+			name:   "container restart rules: no rule matching, container Never",
+			pod:    rules,
+			status: podStatus(ready, cs(rules, "a", running, 0), cs(rules, "b", exited, 1)),
+			want:   podActions{SandboxID: "s1"},
 		},
 		{
 			name:   "new pod: create the sandbox and start every container",

@@ -77,7 +77,7 @@ func Generate(in Input) v1.PodStatus {
 		st.EphemeralContainerStatuses = containerStatuses(eph, in, prev.EphemeralContainerStatuses, false)
 	}
 
-	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.Sync.InitFailed)
+	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.Sync.InitFailed, appStartedInSandbox(pod, rs))
 	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
 		st.Phase = prev.Phase // terminal is forever
 	}
@@ -114,6 +114,21 @@ func Generate(in Input) v1.PodStatus {
 		st.Conditions = append(st.Conditions, c)
 	}
 	return st
+}
+
+// appStartedInSandbox reports whether an app container of the pod's newest
+// sandbox exists: its init containers are done (upstream's
+// HasAnyActiveRegularContainerStarted).
+func appStartedInSandbox(pod *v1.Pod, rs *kuberuntime.PodStatus) bool {
+	if len(rs.Sandboxes) == 0 {
+		return false
+	}
+	for _, c := range pod.Spec.Containers {
+		if cs := rs.Latest(c.Name); cs != nil && cs.SandboxID == rs.Sandboxes[0].GetId() {
+			return true
+		}
+	}
+	return false
 }
 
 func findCondition(conds []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
@@ -272,67 +287,103 @@ func tailLog(path string) string {
 	return s
 }
 
-// phase computes the pod phase as upstream's getPhase.
-func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed bool) v1.PodPhase {
+// phase computes the pod phase as upstream's getPhase with
+// ContainerRestartRules: a failed init container that will not run again
+// fails the pod; containers that all stopped leave it Running while one of
+// them restarts, else Succeeded or Failed. initialized says an app
+// container of the current sandbox exists (restarting sidecars then do not
+// put the pod back to Pending).
+func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed, initialized bool) v1.PodPhase {
 	if initFailed {
 		return v1.PodFailed
 	}
-	pendingInit := 0
-	for i, s := range initStatuses {
-		if i < len(pod.Spec.InitContainers) && podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
-			// A sidecar is done initializing once it runs and has started.
-			if s.State.Running == nil || s.Started == nil || !*s.Started {
-				pendingInit++
+	spec := &pod.Spec
+	pendingInit, pendingSidecars, failedInitNotRestartable := 0, 0, 0
+	unknown, running, waiting, stopped, stoppedNotRestartable, succeeded := 0, 0, 0, 0, 0, 0
+	// terminated is the container's last exit, if it is not running again.
+	terminated := func(s *v1.ContainerStatus) *v1.ContainerStateTerminated {
+		if s.State.Terminated != nil {
+			return s.State.Terminated
+		}
+		if s.State.Waiting != nil {
+			return s.LastTerminationState.Terminated
+		}
+		return nil
+	}
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		s, ok := findStatus(initStatuses, c.Name)
+		if podspec.IsSidecar(c) {
+			switch {
+			case !ok:
+				unknown++
+			case s.State.Running != nil:
+				if s.Started == nil || !*s.Started {
+					pendingSidecars++
+				}
+				running++
+			case terminated(&s) != nil:
+				// Stopped sidecars do not count for the phase.
+			case s.State.Waiting != nil:
+				pendingSidecars++
+				waiting++
+			default:
+				pendingSidecars++
+				unknown++
 			}
 			continue
 		}
-		switch {
-		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
-		case s.State.Terminated != nil && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
-			return v1.PodFailed
-		default:
+		switch t := terminated(&s); {
+		case !ok || s.State.Running != nil:
+			pendingInit++
+		case t != nil && t.ExitCode != 0:
+			if !podspec.ContainerShouldRestart(c, spec, t.ExitCode) {
+				failedInitNotRestartable++
+			}
+		case t == nil:
 			pendingInit++
 		}
 	}
-	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
-	for _, s := range statuses {
-		switch {
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		s, ok := findStatus(statuses, c.Name)
+		if !ok {
+			unknown++
+			continue
+		}
+		switch t := terminated(&s); {
 		case s.State.Running != nil:
 			running++
-		case s.State.Terminated != nil:
+		case t != nil:
 			stopped++
-			if s.State.Terminated.ExitCode == 0 {
+			if !podspec.ContainerShouldRestart(c, spec, t.ExitCode) {
+				stoppedNotRestartable++
+			}
+			if s.State.Terminated != nil && t.ExitCode == 0 {
 				succeeded++
 			}
 		case s.State.Waiting != nil:
-			if s.LastTerminationState.Terminated != nil {
-				stopped++
-			} else {
-				waiting++
-			}
+			waiting++
 		default:
 			unknown++
 		}
 	}
-	if pendingInit > 0 && running == 0 && stopped == 0 {
-		return v1.PodPending
+	if failedInitNotRestartable > 0 {
+		return v1.PodFailed
 	}
 	switch {
-	case waiting > 0:
+	case pendingInit > 0 || (pendingSidecars > 0 && !initialized), waiting > 0:
 		return v1.PodPending
 	case running > 0 && unknown == 0:
 		return v1.PodRunning
 	case running == 0 && stopped > 0 && unknown == 0:
-		if pod.Spec.RestartPolicy == v1.RestartPolicyAlways {
-			return v1.PodRunning
+		if stopped != stoppedNotRestartable {
+			return v1.PodRunning // one of them restarts
 		}
 		if stopped == succeeded {
 			return v1.PodSucceeded
 		}
-		if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
-			return v1.PodFailed
-		}
-		return v1.PodRunning
+		return v1.PodFailed
 	default:
 		return v1.PodPending
 	}

@@ -53,6 +53,18 @@ func TestGeneratePhaseAndStates(t *testing.T) {
 			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 0, 0), rc("b", exited, 0, 0)}}, nil, v1.PodSucceeded, false},
 		{"OnFailure, one failed and restarting", pod(v1.RestartPolicyOnFailure, "a"), &kuberuntime.PodStatus{
 			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 2, 0)}}, nil, v1.PodRunning, false},
+		{"Never pod, container Always: restarting", func() *v1.Pod {
+			p := pod(v1.RestartPolicyNever, "a")
+			always := v1.ContainerRestartPolicyAlways
+			p.Spec.Containers[0].RestartPolicy = &always
+			return p
+		}(), &kuberuntime.PodStatus{Sandboxes: ready, Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 0, 0)}}, nil, v1.PodRunning, false},
+		{"Always pod, container Never: done", func() *v1.Pod {
+			p := pod(v1.RestartPolicyAlways, "a")
+			never := v1.ContainerRestartPolicyNever
+			p.Spec.Containers[0].RestartPolicy = &never
+			return p
+		}(), &kuberuntime.PodStatus{Sandboxes: ready, Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 1, 0)}}, nil, v1.PodFailed, false},
 		{"image pull failing", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{Sandboxes: ready},
 			map[string]kuberuntime.Waiting{"a": {Reason: "ErrImagePull"}}, v1.PodPending, false},
 	}
