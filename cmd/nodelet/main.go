@@ -29,7 +29,9 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	opts, err := config.Parse(os.Args[1:])
+	// Everything logs through the logger in ctx (klog's global one).
+	ctx := klog.NewContext(context.Background(), klog.Background())
+	opts, err := config.Parse(ctx, os.Args[1:])
 	if errors.Is(err, pflag.ErrHelp) {
 		os.Exit(0)
 	}
@@ -42,19 +44,19 @@ func main() {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		os.Exit(2)
 	}
-	defer klog.Flush()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer flushLogs()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background())
 	n, err := nodelet.New(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		os.Exit(2)
 	}
+	logger := klog.FromContext(ctx)
 	if err := n.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		klog.ErrorS(err, "nodelet failed")
-		klog.Flush()
+		logger.Error(err, "nodelet failed")
+		flushLogs()
 		os.Exit(1)
 	}
-	klog.InfoS("nodelet stopped; pods keep running")
+	logger.Info("nodelet stopped; pods keep running")
 }

@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -204,7 +205,7 @@ func (m *Manager) ResourceOptions() ResourceOptions {
 // hugetlb limit, 2 shares for besteffort), as upstream's container manager
 // does; an error means pods cannot get their cgroups. Without CgroupsPerQOS
 // it does nothing.
-func (m *Manager) Start() error {
+func (m *Manager) Start(ctx context.Context) error {
 	if !m.cfg.CgroupsPerQOS {
 		return nil
 	}
@@ -229,7 +230,7 @@ func (m *Manager) Start() error {
 	if err := m.apply(m.root, nodeRC); err != nil {
 		// Upstream keeps retrying this in the background with an event;
 		// pods can run meanwhile.
-		klog.ErrorS(err, "Failed to enforce node allocatable limits on the pods' cgroup", "cgroup", m.Name(m.root))
+		klog.FromContext(ctx).Error(err, "Failed to enforce node allocatable limits on the pods' cgroup", "cgroup", m.Name(m.root))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -422,7 +423,7 @@ func (m *Manager) dir(h string, n CgroupName) string {
 // returns the cgroup's name for the runtime. The work is done once per pod
 // and process, again only when the cgroup went away. Without CgroupsPerQOS
 // it returns cgroupRoot ("" when that is the root: the runtime's default).
-func (m *Manager) EnsurePod(pod *v1.Pod) (string, error) {
+func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (string, error) {
 	if !m.cfg.CgroupsPerQOS {
 		if len(m.root) == 0 {
 			return "", nil
@@ -448,7 +449,7 @@ func (m *Manager) EnsurePod(pod *v1.Pod) (string, error) {
 		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 		m.burstable[pod.UID] = req.Cpu().MilliValue()
 		if err := m.updateBurstableLocked(); err != nil {
-			klog.ErrorS(err, "Failed to update the burstable QoS cgroup")
+			klog.FromContext(ctx).Error(err, "Failed to update the burstable QoS cgroup")
 		}
 	}
 	if err := m.create(name, rc); err != nil {
@@ -708,7 +709,7 @@ func (m *Manager) podDirs(uid types.UID) []string {
 // RemovePod removes the pod's cgroup, with the empty cgroups the runtime
 // left below it, from every hierarchy. A cgroup still holding a process is
 // left alone and reported (ErrNotEmpty). No cgroup is no error.
-func (m *Manager) RemovePod(uid types.UID) error {
+func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	if !m.cfg.CgroupsPerQOS {
 		return nil
 	}
@@ -718,16 +719,16 @@ func (m *Manager) RemovePod(uid types.UID) error {
 	if err := m.removeLocked(uid, dirs); err != nil {
 		return err
 	}
-	m.forgetLocked(uid)
+	m.forgetLocked(ctx, uid)
 	return nil
 }
 
-func (m *Manager) forgetLocked(uid types.UID) {
+func (m *Manager) forgetLocked(ctx context.Context, uid types.UID) {
 	delete(m.ensured, uid)
 	if _, ok := m.burstable[uid]; ok {
 		delete(m.burstable, uid)
 		if err := m.updateBurstableLocked(); err != nil {
-			klog.ErrorS(err, "Failed to update the burstable QoS cgroup")
+			klog.FromContext(ctx).Error(err, "Failed to update the burstable QoS cgroup")
 		}
 	}
 }
@@ -785,7 +786,7 @@ func procsIn(dir string) []string {
 // holding no process and not changed for OrphanGrace (what a failed
 // RemovePod, or a pod removed while nodelet was down, leaves). It returns
 // the pods whose cgroups were removed.
-func (m *Manager) CleanupOrphans(keep func(types.UID) bool) ([]types.UID, error) {
+func (m *Manager) CleanupOrphans(ctx context.Context, keep func(types.UID) bool) ([]types.UID, error) {
 	if !m.cfg.CgroupsPerQOS {
 		return nil, nil
 	}
@@ -793,12 +794,12 @@ func (m *Manager) CleanupOrphans(keep func(types.UID) bool) ([]types.UID, error)
 	defer m.mu.Unlock()
 	for uid := range m.ensured {
 		if !keep(uid) {
-			m.forgetLocked(uid)
+			m.forgetLocked(ctx, uid)
 		}
 	}
 	for uid := range m.burstable {
 		if !keep(uid) {
-			m.forgetLocked(uid)
+			m.forgetLocked(ctx, uid)
 		}
 	}
 	found := map[types.UID][]string{}

@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestStart(t *testing.T) {
 			if m.CgroupV2() != v2 {
 				t.Fatalf("CgroupV2() = %v", m.CgroupV2())
 			}
-			if err := m.Start(); err != nil {
+			if err := m.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			for _, h := range k.hierarchyDirs() {
@@ -107,12 +108,12 @@ func TestStartErrors(t *testing.T) {
 	if err := os.Remove(filepath.Join(k.root, "memory", "memory.limit_in_bytes")); err != nil {
 		t.Fatal(err)
 	}
-	if err := newManager(t, k, nil).Start(); err == nil {
+	if err := newManager(t, k, nil).Start(context.Background()); err == nil {
 		t.Error("Start without the memory controller: no error")
 	}
 	k = newFakeKernel(t, false)
 	m := newManager(t, k, func(c *Config) { c.CgroupRoot = "/missing" })
-	if err := m.Start(); err == nil {
+	if err := m.Start(context.Background()); err == nil {
 		t.Error("Start with a missing cgroupRoot: no error")
 	}
 	if _, err := New(Config{MountRoot: t.TempDir()}); err == nil {
@@ -234,10 +235,10 @@ func TestEnsurePod(t *testing.T) {
 					}
 				}
 				m := newManager(t, k, tt.mod)
-				if err := m.Start(); err != nil {
+				if err := m.Start(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				parent, err := m.EnsurePod(tt.pod)
+				parent, err := m.EnsurePod(context.Background(), tt.pod)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -267,16 +268,16 @@ func TestEnsurePod(t *testing.T) {
 func TestEnsurePodIdempotentAndRecreated(t *testing.T) {
 	k := newFakeKernel(t, false)
 	m := newManager(t, k, nil)
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	p := guaranteedPod("x")
-	if _, err := m.EnsurePod(p); err != nil {
+	if _, err := m.EnsurePod(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	// A second call writes nothing.
 	k.write("cpu,cpuacct/kubepods/podx/cpu.shares", "7")
-	if _, err := m.EnsurePod(p); err != nil {
+	if _, err := m.EnsurePod(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	check(t, k, "cpu,cpuacct/kubepods/podx/cpu.shares", "7")
@@ -284,7 +285,7 @@ func TestEnsurePodIdempotentAndRecreated(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(k.root, "memory/kubepods/podx")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.EnsurePod(p); err != nil {
+	if _, err := m.EnsurePod(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	check(t, k, "memory/kubepods/podx/memory.limit_in_bytes", "67108864")
@@ -294,23 +295,23 @@ func TestEnsurePodIdempotentAndRecreated(t *testing.T) {
 func TestBurstableQoSShares(t *testing.T) {
 	k := newFakeKernel(t, false)
 	m := newManager(t, k, nil)
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	const qos = "cpu,cpuacct/kubepods/burstable/cpu.shares"
-	if _, err := m.EnsurePod(burstablePod("b1")); err != nil {
+	if _, err := m.EnsurePod(context.Background(), burstablePod("b1")); err != nil {
 		t.Fatal(err)
 	}
 	check(t, k, qos, "102")
-	if _, err := m.EnsurePod(podOf("b2", ctr("c", rl("cpu", "500m"), nil))); err != nil {
+	if _, err := m.EnsurePod(context.Background(), podOf("b2", ctr("c", rl("cpu", "500m"), nil))); err != nil {
 		t.Fatal(err)
 	}
 	check(t, k, qos, "614")
-	if err := m.RemovePod("b1"); err != nil {
+	if err := m.RemovePod(context.Background(), "b1"); err != nil {
 		t.Fatal(err)
 	}
 	check(t, k, qos, "512")
-	if _, err := m.CleanupOrphans(func(types.UID) bool { return false }); err != nil {
+	if _, err := m.CleanupOrphans(context.Background(), func(types.UID) bool { return false }); err != nil {
 		t.Fatal(err)
 	}
 	check(t, k, qos, "2")
@@ -321,10 +322,10 @@ func TestRemovePod(t *testing.T) {
 		t.Run("v2="+strconv.FormatBool(v2), func(t *testing.T) {
 			k := newFakeKernel(t, v2)
 			m := newManager(t, k, nil)
-			if err := m.Start(); err != nil {
+			if err := m.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			parent, err := m.EnsurePod(burstablePod("r"))
+			parent, err := m.EnsurePod(context.Background(), burstablePod("r"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,7 +336,7 @@ func TestRemovePod(t *testing.T) {
 				t.Fatal(err)
 			}
 			k.write(filepath.Join(child, "cgroup.procs"), "4242\n")
-			err = m.RemovePod("r")
+			err = m.RemovePod(context.Background(), "r")
 			if !errors.Is(err, ErrNotEmpty) {
 				t.Fatalf("RemovePod of a busy cgroup: %v, want ErrNotEmpty", err)
 			}
@@ -345,7 +346,7 @@ func TestRemovePod(t *testing.T) {
 				}
 			}
 			k.write(filepath.Join(child, "cgroup.procs"), "")
-			if err := m.RemovePod("r"); err != nil {
+			if err := m.RemovePod(context.Background(), "r"); err != nil {
 				t.Fatal(err)
 			}
 			for _, h := range k.hierarchyDirs() {
@@ -356,7 +357,7 @@ func TestRemovePod(t *testing.T) {
 					t.Errorf("QoS cgroup removed from %s", h)
 				}
 			}
-			if err := m.RemovePod("r"); err != nil {
+			if err := m.RemovePod(context.Background(), "r"); err != nil {
 				t.Errorf("RemovePod of a removed pod: %v", err)
 			}
 		})
@@ -369,7 +370,7 @@ func TestCleanupOrphans(t *testing.T) {
 			k := newFakeKernel(t, false)
 			now := time.Now().Add(2 * OrphanGrace)
 			m := newManager(t, k, func(c *Config) { c.Driver = driver; c.Now = func() time.Time { return now } })
-			if err := m.Start(); err != nil {
+			if err := m.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			pods := map[string]*v1.Pod{
@@ -380,7 +381,7 @@ func TestCleanupOrphans(t *testing.T) {
 			}
 			parents := map[string]string{}
 			for name, p := range pods {
-				parent, err := m.EnsurePod(p)
+				parent, err := m.EnsurePod(context.Background(), p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -391,7 +392,7 @@ func TestCleanupOrphans(t *testing.T) {
 				t.Fatal(err)
 			}
 			k.write(filepath.Join("pids", parents["busy"], "cgroup.procs"), "77")
-			removed, err := m.CleanupOrphans(func(uid types.UID) bool { return uid == "kept-1" })
+			removed, err := m.CleanupOrphans(context.Background(), func(uid types.UID) bool { return uid == "kept-1" })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -413,7 +414,7 @@ func TestCleanupOrphans(t *testing.T) {
 func TestSystemdNames(t *testing.T) {
 	k := newFakeKernel(t, false)
 	m := newManager(t, k, func(c *Config) { c.Driver = DriverSystemd })
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range k.hierarchyDirs() {
@@ -437,7 +438,7 @@ func TestSystemdNames(t *testing.T) {
 			t.Errorf("Name = %q, want %q", got, tt.want)
 		}
 	}
-	parent, err := m.EnsurePod(burstablePod(uid))
+	parent, err := m.EnsurePod(context.Background(), burstablePod(uid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestSystemdNames(t *testing.T) {
 	if got := m.PodCgroupName(burstablePod(uid)).SystemdUnit(); got != "kubepods-burstable-pod8f7c2a4e_1b2c_4d5e_9f00_aabbccddeeff.slice" {
 		t.Errorf("SystemdUnit = %q", got)
 	}
-	if err := m.RemovePod(types.UID(uid)); err != nil {
+	if err := m.RemovePod(context.Background(), types.UID(uid)); err != nil {
 		t.Fatal(err)
 	}
 	if k.exists(filepath.Join("memory", parent)) {
@@ -462,20 +463,20 @@ func TestSystemdNames(t *testing.T) {
 func TestWithoutCgroupsPerQOS(t *testing.T) {
 	k := newFakeKernel(t, false)
 	m := newManager(t, k, func(c *Config) { c.CgroupsPerQOS = false })
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if k.exists("memory/kubepods") {
 		t.Error("kubepods created without cgroupsPerQOS")
 	}
-	if parent, err := m.EnsurePod(guaranteedPod("a")); err != nil || parent != "" {
+	if parent, err := m.EnsurePod(context.Background(), guaranteedPod("a")); err != nil || parent != "" {
 		t.Errorf("EnsurePod = %q, %v; want the runtime's default", parent, err)
 	}
 	m = newManager(t, k, func(c *Config) { c.CgroupsPerQOS = false; c.CgroupRoot = "/custom" })
-	if parent, err := m.EnsurePod(guaranteedPod("a")); err != nil || parent != "/custom" {
+	if parent, err := m.EnsurePod(context.Background(), guaranteedPod("a")); err != nil || parent != "/custom" {
 		t.Errorf("EnsurePod = %q, %v; want /custom", parent, err)
 	}
-	if err := m.RemovePod("a"); err != nil {
+	if err := m.RemovePod(context.Background(), "a"); err != nil {
 		t.Error(err)
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -57,7 +58,8 @@ var ErrVersion = errors.New("version requested")
 
 // Parse reads the command line and, when --config names one, the
 // KubeletConfiguration file. Values given as flags win over the file.
-func Parse(args []string) (*Options, error) {
+// Warnings go to the logger in ctx.
+func Parse(ctx context.Context, args []string) (*Options, error) {
 	// First pass: only to learn --config, on a scratch copy.
 	scratch := newOptions()
 	fs := scratch.flagSet()
@@ -71,7 +73,7 @@ func Parse(args []string) (*Options, error) {
 	o := newOptions()
 	serializeSet := false // serializeImagePulls given in the file
 	if scratch.ConfigFile != "" {
-		cfg, err := loadFile(scratch.ConfigFile)
+		cfg, err := loadFile(ctx, scratch.ConfigFile)
 		if err != nil {
 			return nil, err
 		}
@@ -265,8 +267,8 @@ func (o *Options) complete() error {
 
 // LoadFile reads a KubeletConfiguration file and defaults it. Unknown or
 // duplicate fields are a warning, not an error, as upstream.
-func LoadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
-	cfg, err := loadFile(path)
+func LoadFile(ctx context.Context, path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+	cfg, err := loadFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +277,7 @@ func LoadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
 }
 
 // loadFile reads a KubeletConfiguration file without defaulting it.
-func loadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+func loadFile(ctx context.Context, path string) (*kubeletv1beta1.KubeletConfiguration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read kubelet config file: %w", err)
@@ -286,7 +288,7 @@ func loadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
 		if lerr := yaml.Unmarshal(data, cfg); lerr != nil {
 			return nil, fmt.Errorf("kubelet config file %s: %w", path, lerr)
 		}
-		klog.InfoS("Warning: kubelet config file has fields nodelet does not know; they are ignored", "path", path, "err", err)
+		klog.FromContext(ctx).Info("Warning: kubelet config file has fields nodelet does not know; they are ignored", "path", path, "err", err)
 	}
 	if cfg.Kind != "KubeletConfiguration" || cfg.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() {
 		return nil, fmt.Errorf("kubelet config file %s: want kind KubeletConfiguration, apiVersion %s; got kind %q, apiVersion %q",

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -23,7 +24,7 @@ containerRuntimeEndpoint: unix:///file.sock
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o, err := Parse([]string{"--config", path, "--pod-manifest-path", "/from/flag", "--max-pods", "7", "--hostname-override", "MyNode"})
+	o, err := Parse(context.Background(), []string{"--config", path, "--pod-manifest-path", "/from/flag", "--max-pods", "7", "--hostname-override", "MyNode"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ containerRuntimeEndpoint: unix:///file.sock
 }
 
 func TestDefaultsWithoutFile(t *testing.T) {
-	o, err := Parse([]string{"--hostname-override", "n"})
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestBadConfigFiles(t *testing.T) {
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 		_ = os.WriteFile(path, []byte(tt.content), 0o644)
-		_, err := Parse([]string{"--config", path})
+		_, err := Parse(context.Background(), []string{"--config", path})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %q", name, err, tt.want)
 		}
@@ -80,7 +81,7 @@ func TestBadConfigFiles(t *testing.T) {
 	// Unknown fields are tolerated (with a warning), as upstream.
 	path := filepath.Join(dir, "unknown")
 	_ = os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnotAField: 1\nmaxPods: 9\n"), 0o644)
-	o, err := Parse([]string{"--config", path})
+	o, err := Parse(context.Background(), []string{"--config", path})
 	if err != nil || o.Config.MaxPods != 9 {
 		t.Errorf("unknown field: %v, maxPods %v", err, o)
 	}
@@ -124,7 +125,7 @@ func TestImagePullSettings(t *testing.T) {
 				}
 				args = append(args, "--config", path)
 			}
-			o, err := Parse(args)
+			o, err := Parse(context.Background(), args)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want %q", err, tt.wantErr)
@@ -147,7 +148,7 @@ func TestImagePullSettings(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
-	if _, err := Parse([]string{"--version"}); !errors.Is(err, ErrVersion) {
+	if _, err := Parse(context.Background(), []string{"--version"}); !errors.Is(err, ErrVersion) {
 		t.Fatalf("--version: %v, want ErrVersion", err)
 	}
 }

@@ -119,7 +119,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 
 	sandboxID := a.SandboxID
 	podIPs := status.IPs
-	sandboxCfg, err := m.sandboxConfig(pod, a.Attempt)
+	sandboxCfg, err := m.sandboxConfig(ctx, pod, a.Attempt)
 	if err != nil {
 		m.event(pod, nil, v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox config: %v", err))
 		return res, err

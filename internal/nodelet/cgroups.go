@@ -34,7 +34,7 @@ func (n *Nodelet) startCgroups(ctx context.Context) error {
 	}
 	m, err := cm.New(c)
 	if err == nil {
-		err = m.Start()
+		err = m.Start(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("failed to start the container manager (pod cgroups, cgroupDriver %s, cgroupRoot %q, cgroupsPerQOS %v): %w",
@@ -53,14 +53,14 @@ func (n *Nodelet) startCgroups(ctx context.Context) error {
 // removePodCgroups removes a terminated pod's cgroups; what cannot be
 // removed yet is left to housekeeping (cleanupPodCgroups).
 func (n *Nodelet) removePodCgroups(ctx context.Context, uid types.UID) {
-	if err := n.cgroups.RemovePod(uid); err != nil {
+	if err := n.cgroups.RemovePod(ctx, uid); err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot remove the pod's cgroups yet", "podUID", uid)
 	}
 }
 
 // cleanupPodCgroups removes the empty cgroups of pods that are gone.
 func (n *Nodelet) cleanupPodCgroups(ctx context.Context, keep func(types.UID) bool) {
-	removed, err := n.cgroups.CleanupOrphans(keep)
+	removed, err := n.cgroups.CleanupOrphans(ctx, keep)
 	logger := klog.FromContext(ctx)
 	for _, uid := range removed {
 		logger.V(2).Info("Removed the cgroups of a removed pod", "podUID", uid)

@@ -350,7 +350,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		OnTerminated: n.onTerminated,
 	})
 	if n.client != nil {
-		n.apiSource = apiserver.New(n.client, n.opts.NodeName)
+		n.apiSource = apiserver.New(klog.FromContext(ctx), n.client, n.opts.NodeName)
 		n.nodeStatus = nodestatus.New(nodestatus.Config{
 			Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
 			Kubelet: cfg, Runtime: rs, Images: is, RootDir: n.opts.RootDir, Clock: n.clock, Recorder: n.recorder,

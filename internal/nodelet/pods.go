@@ -73,7 +73,7 @@ func (n *Nodelet) admitAndRun(ctx context.Context, p *v1.Pod) {
 			n.recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
 			st := *p.Status.DeepCopy()
 			st.Phase, st.Reason, st.Message = v1.PodFailed, r.Reason, r.Message
-			n.statuses.Set(p, st)
+			n.statuses.Set(ctx, p, st)
 			return
 		}
 	}

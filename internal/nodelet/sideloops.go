@@ -60,7 +60,7 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 		Client:   n.client,
 		Host:     apiHost{n},
 		Runtime:  rs,
-		Stats:    n.newStats(rs, is),
+		Stats:    n.newStats(ctx, rs, is),
 	})
 	if err != nil {
 		return fmt.Errorf("kubelet API: %w", err)
@@ -93,10 +93,11 @@ func (n *Nodelet) runningCounts() (int, map[string]int) {
 	return count, ctrs
 }
 
-// newStats is the /stats/summary and /metrics/resource provider.
-func (n *Nodelet) newStats(rs internalapi.RuntimeService, is internalapi.ImageManagerService) server.Stats {
+// newStats is the /stats/summary and /metrics/resource provider; the
+// /metrics/resource scrapes log to ctx's logger.
+func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) server.Stats {
 	podsDir := filepath.Join(n.opts.RootDir, "pods")
-	return stats.NewProvider(stats.Config{
+	return stats.NewProvider(klog.FromContext(ctx), stats.Config{
 		NodeName:   n.opts.NodeName,
 		RootDir:    n.opts.RootDir,
 		PodLogsDir: n.opts.Config.PodLogsDir,

@@ -56,7 +56,7 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 				res.Waiting = map[string]kuberuntime.Waiting{c.Name: {Reason: kuberuntime.DefaultWaitingReason(pod), Message: msg}}
 			}
 		}
-		n.setStatus(pod, rs, res)
+		n.setStatus(ctx, pod, rs, res)
 		// Retried with the pod worker's back-off (200 ms doubling): the usual
 		// cause is transient (a token refused until the API server's node
 		// authorizer has seen the pod's binding).
@@ -69,7 +69,7 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 		}
 	}
 	n.syncProbes(pod, rs)
-	n.setStatus(pod, rs, res)
+	n.setStatus(ctx, pod, rs, res)
 	n.observed.record(rs)
 	next := res.RequeueAfter
 	// Synced again when the active deadline passes; asked after setStatus,
@@ -110,7 +110,7 @@ func (n *Nodelet) syncProbes(pod *v1.Pod, rs *kuberuntime.PodStatus) {
 // setStatus computes and records the pod's status. The first status of an
 // API pod continues from what the API has (start time, transition times,
 // a terminal phase).
-func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberuntime.SyncResult) v1.PodStatus {
+func (n *Nodelet) setStatus(ctx context.Context, pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberuntime.SyncResult) v1.PodStatus {
 	var prev *v1.PodStatus
 	if old, ok := n.statuses.Get(pod.UID); ok {
 		prev = &old
@@ -122,7 +122,7 @@ func (n *Nodelet) setStatus(pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberunt
 		Probes: n.prober,
 	})
 	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
-		n.statuses.Set(pod, st)
+		n.statuses.Set(ctx, pod, st)
 	}
 	if st.Phase == v1.PodRunning {
 		if seen, ok := n.firstSeen.LoadAndDelete(pod.UID); ok {
@@ -165,7 +165,7 @@ func (n *Nodelet) CleanupPod(ctx context.Context, pod *v1.Pod, running *kuberunt
 		return err
 	}
 	if pod != nil && n.syncer != nil && pod.DeletionTimestamp != nil && !podspec.IsStatic(pod) {
-		final := n.setStatus(pod, rs, kuberuntime.SyncResult{})
+		final := n.setStatus(ctx, pod, rs, kuberuntime.SyncResult{})
 		final.Phase = finalPhase(final)
 		if err := n.syncer.Finish(ctx, pod, final); err != nil {
 			return err
@@ -238,9 +238,9 @@ func (n *Nodelet) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kuberun
 		n.recorder.Event(pod, v1.EventTypeNormal, reasonDeadlineExceeded, msg)
 	}
 	fail := func(rs *kuberuntime.PodStatus) {
-		st := n.setStatus(pod, rs, kuberuntime.SyncResult{})
+		st := n.setStatus(ctx, pod, rs, kuberuntime.SyncResult{})
 		st.Phase, st.Reason, st.Message = v1.PodFailed, reasonDeadlineExceeded, msg
-		n.statuses.Set(pod, st)
+		n.statuses.Set(ctx, pod, st)
 	}
 	// Reported Failed at once, as upstream; the containers stop after.
 	fail(rs)

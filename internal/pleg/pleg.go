@@ -224,7 +224,7 @@ func (g *Generic) Relist(ctx context.Context) {
 		if had && o.state == e.state {
 			continue
 		}
-		g.send(&Event{ID: e.pod, Type: eventType(e), Data: id, State: e.state})
+		g.send(ctx, &Event{ID: e.pod, Type: eventType(e), Data: id, State: e.state})
 	}
 	for id, o := range g.old {
 		if _, ok := cur[id]; !ok {
@@ -232,7 +232,7 @@ func (g *Generic) Relist(ctx context.Context) {
 			if o.isBox {
 				t = SandboxChanged
 			}
-			g.send(&Event{ID: o.pod, Type: t, Data: id})
+			g.send(ctx, &Event{ID: o.pod, Type: t, Data: id})
 		}
 	}
 	g.old = cur
@@ -252,11 +252,11 @@ func eventType(e entity) EventType {
 	}
 }
 
-func (g *Generic) send(e *Event) {
+func (g *Generic) send(ctx context.Context, e *Event) {
 	select {
 	case g.events <- e:
 	default:
-		klog.Info("PLEG event channel is full; dropping an event (the periodic resync will catch up)", "pod", e.ID, "type", e.Type)
+		klog.FromContext(ctx).Info("PLEG event channel is full; dropping an event (the periodic resync will catch up)", "pod", e.ID, "type", e.Type)
 	}
 }
 

@@ -40,7 +40,8 @@ var (
 
 // ResourceCollector returns the collector of the /metrics/resource
 // endpoint. Each scrape reads the node's cgroups and the runtime's CPU and
-// memory stats (no filesystem walk).
+// memory stats (no filesystem walk). A scrape has no context: it logs to
+// the Provider's logger.
 func (p *Provider) ResourceCollector() prometheus.Collector {
 	return &resourceCollector{p: p}
 }
@@ -67,10 +68,11 @@ func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
 	defer func() {
 		ch <- prometheus.MustNewConstMetric(resourceScrapeErrorDesc, prometheus.GaugeValue, scrapeError)
 	}()
-	s, err := c.p.summary(context.Background(), false)
+	logger := c.p.logger
+	s, err := c.p.summary(klog.NewContext(context.Background(), logger), false)
 	if err != nil {
 		scrapeError = 1
-		klog.ErrorS(err, "Error getting summary for resourceMetric prometheus endpoint")
+		logger.Error(err, "Error getting summary for resourceMetric prometheus endpoint")
 		return
 	}
 	collectMetrics(ch, s)

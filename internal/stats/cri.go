@@ -49,13 +49,13 @@ func (p *Provider) listRuntime(ctx context.Context) ([]*rawPod, error) {
 			return podsFromSandboxStats(stats, sandboxByID, running), nil
 		}
 		if status.Code(err) == codes.Unimplemented {
-			klog.V(2).InfoS("The runtime does not implement ListPodSandboxStats; using ListContainerStats")
+			klog.FromContext(ctx).V(2).Info("The runtime does not implement ListPodSandboxStats; using ListContainerStats")
 			p.noSandboxStats.Store(true)
 		} else {
 			// containerd 1.6 fails the whole call when one sandbox has no
 			// cgroup parent ("cgroupPath is empty"): use the containers'
 			// stats, and try again later.
-			klog.V(2).InfoS("ListPodSandboxStats failed; using ListContainerStats", "retryIn", sandboxStatsRetry, "err", err)
+			klog.FromContext(ctx).V(2).Info("ListPodSandboxStats failed; using ListContainerStats", "retryIn", sandboxStatsRetry, "err", err)
 			p.sandboxStatsRetryAt.Store(p.clock.Now().Add(sandboxStatsRetry).UnixNano())
 		}
 	}

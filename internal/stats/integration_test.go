@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	remote "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -50,7 +51,7 @@ func TestIntegrationContainerd(t *testing.T) {
 		skipf("runtime does not answer: %v", err)
 	}
 
-	p := NewProvider(Config{
+	p := NewProvider(klog.Background(), Config{
 		NodeName:   "integration",
 		RootDir:    t.TempDir(),
 		PodLogsDir: t.TempDir(),

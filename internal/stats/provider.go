@@ -52,6 +52,9 @@ type Config struct {
 type Provider struct {
 	cfg   Config
 	clock clock.Clock
+	// logger is for the /metrics/resource scrapes, which have no context
+	// of their own; everything else logs through its ctx.
+	logger klog.Logger
 
 	rates   *rateCache
 	volumes *volumeCache
@@ -67,8 +70,9 @@ type Provider struct {
 	sandboxStatsRetryAt atomic.Int64
 }
 
-// NewProvider returns a Provider for cfg.
-func NewProvider(cfg Config) *Provider {
+// NewProvider returns a Provider for cfg. logger is what the
+// /metrics/resource collector logs to.
+func NewProvider(logger klog.Logger, cfg Config) *Provider {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -84,6 +88,7 @@ func NewProvider(cfg Config) *Provider {
 	return &Provider{
 		cfg:           cfg,
 		clock:         cfg.Clock,
+		logger:        logger,
 		rates:         newRateCache(minWindowDef),
 		volumes:       newVolumeCache(),
 		resampleDelay: 100 * time.Millisecond,
@@ -105,13 +110,14 @@ type sample struct {
 }
 
 func (p *Provider) sample(ctx context.Context) (*sample, error) {
+	logger := klog.FromContext(ctx)
 	s := &sample{at: p.clock.Now()}
 	var err error
 	if s.node, err = readRootCgroup(p.cfg.CgroupRoot, p.cfg.ProcRoot); err != nil {
-		klog.V(4).InfoS("Cannot read all of the root cgroup's stats", "err", err)
+		logger.V(4).Info("Cannot read all of the root cgroup's stats", "err", err)
 	}
 	if s.meminfo, err = readMeminfo(p.cfg.ProcRoot); err != nil {
-		klog.V(4).InfoS("Cannot read meminfo", "err", err)
+		logger.V(4).Info("Cannot read meminfo", "err", err)
 	}
 	if s.pods, err = p.listRuntime(ctx); err != nil {
 		return nil, err
@@ -131,7 +137,7 @@ func (p *Provider) summary(ctx context.Context, full bool) (*statsv1alpha1.Summa
 	if full && !complete && p.resampleDelay > 0 {
 		p.clock.Sleep(p.resampleDelay)
 		if s2, err := p.sample(ctx); err != nil {
-			klog.V(2).InfoS("Cannot sample the stats again for CPU rates", "err", err)
+			klog.FromContext(ctx).V(2).Info("Cannot sample the stats again for CPU rates", "err", err)
 		} else {
 			s = s2
 			rates, _ = p.feedRates(s)
@@ -183,7 +189,7 @@ func (p *Provider) pruneRates(s *sample) {
 
 // build turns a sample into a Summary.
 func (p *Provider) build(ctx context.Context, s *sample, rates map[string]uint64, full bool) *statsv1alpha1.Summary {
-	b := &builder{p: p, s: s, rates: rates, full: full, fsByMount: make(map[string]*fsInfo)}
+	b := &builder{p: p, s: s, rates: rates, full: full, logger: klog.FromContext(ctx), fsByMount: make(map[string]*fsInfo)}
 	out := &statsv1alpha1.Summary{Node: b.node(ctx)}
 	var infos map[string]PodInfo
 	if p.cfg.Pods != nil {
@@ -211,6 +217,8 @@ type builder struct {
 	s     *sample
 	rates map[string]uint64
 	full  bool
+	// logger is the build's, from its ctx.
+	logger klog.Logger
 
 	rootFs    *fsInfo // statfs(RootDir); nil if unknown
 	fsByMount map[string]*fsInfo
@@ -222,7 +230,7 @@ func (b *builder) statfs(path string) *fsInfo {
 	}
 	var out *fsInfo
 	if fi, err := statfs(path); err != nil {
-		klog.V(4).InfoS("Cannot statfs", "path", path, "err", err)
+		b.logger.V(4).Info("Cannot statfs", "path", path, "err", err)
 	} else {
 		out = &fi
 	}
@@ -294,13 +302,13 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 func (b *builder) nodeNetwork() *statsv1alpha1.NetworkStats {
 	f, err := os.Open(filepath.Join(b.p.cfg.ProcRoot, "net", "dev"))
 	if err != nil {
-		klog.V(4).InfoS("Cannot read the node's network stats", "err", err)
+		b.logger.V(4).Info("Cannot read the node's network stats", "err", err)
 		return nil
 	}
 	defer f.Close()
 	ifaces, err := parseNetDev(f)
 	if err != nil {
-		klog.V(4).InfoS("Cannot read the node's network stats", "err", err)
+		b.logger.V(4).Info("Cannot read the node's network stats", "err", err)
 		return nil
 	}
 	ns := &statsv1alpha1.NetworkStats{Time: metav1.NewTime(b.s.at)}
@@ -327,7 +335,7 @@ func (b *builder) runtimeFs(ctx context.Context) *statsv1alpha1.RuntimeStats {
 	}
 	resp, err := b.p.cfg.Images.ImageFsInfo(ctx)
 	if err != nil {
-		klog.V(2).InfoS("Cannot get the image filesystem info", "err", err)
+		b.logger.V(2).Info("Cannot get the image filesystem info", "err", err)
 		return nil
 	}
 	if len(resp.GetImageFilesystems()) == 0 {
@@ -542,7 +550,7 @@ func (b *builder) container(rc rawContainer, meta *runtimeapi.PodSandboxMetadata
 	}
 	dir := filepath.Join(podLogDir(b.p.cfg.PodLogsDir, meta), name)
 	if u, err := filesUsage(dir); err != nil {
-		klog.V(4).InfoS("Cannot measure the container's logs", "dir", dir, "err", err)
+		b.logger.V(4).Info("Cannot measure the container's logs", "dir", dir, "err", err)
 	} else {
 		cs.Logs = b.onRootFs(u)
 	}
@@ -630,7 +638,7 @@ func (b *builder) volume(volumeDir string, v *v1.Volume) (statsv1alpha1.VolumeSt
 	u, at, err := b.p.volumes.get(path, b.s.at, diskUsage)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			klog.V(4).InfoS("Cannot measure a volume", "path", path, "err", err)
+			b.logger.V(4).Info("Cannot measure a volume", "path", path, "err", err)
 		}
 		return statsv1alpha1.VolumeStats{}, false
 	}

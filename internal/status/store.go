@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -83,8 +84,9 @@ func (s *Store) signal() {
 	}
 }
 
-// Set records pod's status and logs a change of its summary.
-func (s *Store) Set(pod *v1.Pod, st v1.PodStatus) {
+// Set records pod's status and logs a change of its summary to ctx's
+// logger.
+func (s *Store) Set(ctx context.Context, pod *v1.Pod, st v1.PodStatus) {
 	s.mu.Lock()
 	var old v1.PodStatus
 	e, had := s.entries[pod.UID]
@@ -96,7 +98,7 @@ func (s *Store) Set(pod *v1.Pod, st v1.PodStatus) {
 	s.mu.Unlock()
 	s.signal()
 	if sum := Summary(st); !had || sum != Summary(old) || old.PodIP != st.PodIP {
-		klog.InfoS("Pod status", "pod", klog.KObj(pod), "phase", st.Phase, "podIP", st.PodIP, "containers", sum)
+		klog.FromContext(ctx).Info("Pod status", "pod", klog.KObj(pod), "phase", st.Phase, "podIP", st.PodIP, "containers", sum)
 	}
 }
 

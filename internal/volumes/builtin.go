@@ -29,7 +29,7 @@ type emptyDirPlugin struct{ m *Manager }
 func (*emptyDirPlugin) Name() string                    { return "kubernetes.io~empty-dir" }
 func (*emptyDirPlugin) CanSupport(spec *v1.Volume) bool { return spec.EmptyDir != nil }
 
-func (p *emptyDirPlugin) SetUp(_ context.Context, vol *Volume) (string, error) {
+func (p *emptyDirPlugin) SetUp(ctx context.Context, vol *Volume) (string, error) {
 	dir, src := vol.Dir, vol.Spec.EmptyDir
 	_, err := os.Lstat(dir)
 	fresh := errors.Is(err, os.ErrNotExist)
@@ -61,7 +61,7 @@ func (p *emptyDirPlugin) SetUp(_ context.Context, vol *Volume) (string, error) {
 		}
 	}
 	if vol.First || fresh {
-		if err := SetVolumeOwnership(dir, vol.FSGroup(), vol.FSGroupChangePolicy(), false); err != nil {
+		if err := SetVolumeOwnership(ctx, dir, vol.FSGroup(), vol.FSGroupChangePolicy(), false); err != nil {
 			return "", fmt.Errorf("set the fsGroup: %w", err)
 		}
 	}

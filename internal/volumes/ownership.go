@@ -1,6 +1,7 @@
 package volumes
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,18 +29,19 @@ const (
 // on directories. With policy OnRootMismatch nothing is walked when dir
 // already has the group, the permissions and setgid (its content is assumed
 // right). Nothing happens without an fsGroup.
-func SetVolumeOwnership(dir string, fsGroup *int64, policy *v1.PodFSGroupChangePolicy, readOnly bool) error {
+func SetVolumeOwnership(ctx context.Context, dir string, fsGroup *int64, policy *v1.PodFSGroupChangePolicy, readOnly bool) error {
 	if fsGroup == nil {
 		return nil
 	}
+	logger := klog.FromContext(ctx)
 	if policy != nil && *policy == v1.FSGroupChangeOnRootMismatch && !needsOwnershipChange(dir, *fsGroup, readOnly) {
-		klog.V(4).InfoS("Volume root has the fsGroup already; not walking it (OnRootMismatch)", "dir", dir)
+		logger.V(4).Info("Volume root has the fsGroup already; not walking it (OnRootMismatch)", "dir", dir)
 		return nil
 	}
 	start := time.Now()
 	defer func() {
 		if took := time.Since(start); took > 30*time.Second {
-			klog.InfoS("Setting the fsGroup of a volume took long", "dir", dir, "took", took.Round(time.Second))
+			logger.Info("Setting the fsGroup of a volume took long", "dir", dir, "took", took.Round(time.Second))
 		}
 	}()
 	gid := int(*fsGroup)

@@ -36,7 +36,7 @@ func TestSetVolumeOwnership(t *testing.T) {
 	must(t, os.Symlink("sub/f", filepath.Join(dir, "link")))
 	must(t, os.Chmod(dir, 0o755))
 
-	must(t, SetVolumeOwnership(dir, ptr.To[int64](2345), nil, false))
+	must(t, SetVolumeOwnership(context.Background(), dir, ptr.To[int64](2345), nil, false))
 	for p, want := range map[string]os.FileMode{
 		dir:                            0o775 | os.ModeSetgid,
 		filepath.Join(dir, "sub"):      0o770 | os.ModeSetgid,
@@ -52,7 +52,7 @@ func TestSetVolumeOwnership(t *testing.T) {
 	// Read-only volumes get group read only.
 	ro := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(ro, "f"), []byte("x"), 0o400))
-	must(t, SetVolumeOwnership(ro, ptr.To[int64](2345), nil, true))
+	must(t, SetVolumeOwnership(context.Background(), ro, ptr.To[int64](2345), nil, true))
 	if gid, mode := groupAndMode(t, filepath.Join(ro, "f")); gid != 2345 || mode != 0o440 {
 		t.Errorf("read-only file: gid %d mode %v, want 2345 0440", gid, mode)
 	}
@@ -60,25 +60,25 @@ func TestSetVolumeOwnership(t *testing.T) {
 	// OnRootMismatch: a right root means no walk.
 	must(t, os.Lchown(filepath.Join(dir, "sub", "f"), -1, 3000))
 	onRoot := ptr.To(v1.FSGroupChangeOnRootMismatch)
-	must(t, SetVolumeOwnership(dir, ptr.To[int64](2345), onRoot, false))
+	must(t, SetVolumeOwnership(context.Background(), dir, ptr.To[int64](2345), onRoot, false))
 	if gid, _ := groupAndMode(t, filepath.Join(dir, "sub", "f")); gid != 3000 {
 		t.Errorf("OnRootMismatch walked a volume whose root was right (gid %d)", gid)
 	}
 	// A root without setgid is a mismatch: walked.
 	must(t, os.Chmod(dir, 0o775))
-	must(t, SetVolumeOwnership(dir, ptr.To[int64](2345), onRoot, false))
+	must(t, SetVolumeOwnership(context.Background(), dir, ptr.To[int64](2345), onRoot, false))
 	if gid, _ := groupAndMode(t, filepath.Join(dir, "sub", "f")); gid != 2345 {
 		t.Errorf("OnRootMismatch did not walk a mismatched root (gid %d)", gid)
 	}
 	// Always walks.
 	must(t, os.Lchown(filepath.Join(dir, "sub", "f"), -1, 3000))
-	must(t, SetVolumeOwnership(dir, ptr.To[int64](2345), ptr.To(v1.FSGroupChangeAlways), false))
+	must(t, SetVolumeOwnership(context.Background(), dir, ptr.To[int64](2345), ptr.To(v1.FSGroupChangeAlways), false))
 	if gid, _ := groupAndMode(t, filepath.Join(dir, "sub", "f")); gid != 2345 {
 		t.Errorf("Always did not walk (gid %d)", gid)
 	}
 	// No fsGroup: nothing.
 	must(t, os.Lchown(filepath.Join(dir, "sub", "f"), -1, 3000))
-	must(t, SetVolumeOwnership(dir, nil, nil, false))
+	must(t, SetVolumeOwnership(context.Background(), dir, nil, nil, false))
 	if gid, _ := groupAndMode(t, filepath.Join(dir, "sub", "f")); gid != 3000 {
 		t.Errorf("no fsGroup changed the group")
 	}

@@ -41,10 +41,13 @@ type Source struct {
 	synced   cache.InformerSynced
 	events   chan Event
 	mirrors  chan *v1.Pod
+	// logger is for the informer's event handlers, which have no context.
+	logger klog.Logger
 }
 
-// New returns a Source for the pods bound to nodeName.
-func New(client kubernetes.Interface, nodeName string) *Source {
+// New returns a Source for the pods bound to nodeName. The informer's
+// event handlers log to logger.
+func New(logger klog.Logger, client kubernetes.Interface, nodeName string) *Source {
 	inf := coreinformers.NewFilteredPodInformer(client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
 	})
@@ -54,6 +57,7 @@ func New(client kubernetes.Interface, nodeName string) *Source {
 		synced:   inf.HasSynced,
 		events:   make(chan Event, 1000),
 		mirrors:  make(chan *v1.Pod, 100),
+		logger:   logger,
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { s.onAdd(obj.(*v1.Pod)) },
@@ -110,7 +114,7 @@ func (s *Source) send(e Event) {
 	select {
 	case s.events <- e:
 	case <-time.After(10 * time.Second):
-		klog.Error(nil, "API pod source: the consumer is stuck; dropping an event")
+		s.logger.Error(nil, "API pod source: the consumer is stuck; dropping an event")
 	}
 }
 
