@@ -13,6 +13,24 @@ bash hack/stack-up.sh
 # proxy on the first run: minutes; cached in .cache/k8s afterwards).
 bash hack/cluster/up.sh
 go vet ./...
+# logcheck, upstream's logging linter (the one Kubernetes runs), built from
+# the Go module proxy once: the product code logs only through contextual
+# loggers (klog.FromContext, never klog's global functions); the per-file
+# exceptions are in hack/logcheck.conf.
+LOGCHECK_VERSION="v0.11.0"
+logcheck="$STACK_DIR/bin/logcheck"
+logcheck_built() {
+	local info
+	[ -x "$logcheck" ] && info=$(go version -m "$logcheck") &&
+		grep -Eq "^[[:space:]]+mod[[:space:]]+sigs\.k8s\.io/logtools[[:space:]]+$LOGCHECK_VERSION([[:space:]]|\$)" <<<"$info"
+}
+if ! logcheck_built; then
+	log "building logcheck $LOGCHECK_VERSION"
+	mkdir -p "$STACK_DIR/bin"
+	GOBIN="$STACK_DIR/bin" go install "sigs.k8s.io/logtools/logcheck@$LOGCHECK_VERSION" || die "building logcheck failed"
+fi
+log "logcheck"
+"$logcheck" -check-contextual -config hack/logcheck.conf ./internal/... ./cmd/...
 if [ "$what" = all ]; then
 	log "unit tests"
 	# The stack's variables: unit tests that talk to the real runtime use
