@@ -23,6 +23,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/cm"
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/healthz"
@@ -86,6 +87,8 @@ type Nodelet struct {
 	// pendingAdmission holds pods that wait for the Node to be registered.
 	// Owned by the main loop.
 	pendingAdmission []*v1.Pod
+	// sysctls is the node's sysctl allowlist (safe and allowedUnsafeSysctls).
+	sysctls *admission.Sysctls
 
 	// ctx lives as long as Run: for goroutines that outlive one sync.
 	ctx context.Context
@@ -137,6 +140,11 @@ func New(opts *config.Options) (*Nodelet, error) {
 		eventClient = c
 	}
 	n.recorder = newRecorder(eventClient, opts.NodeName)
+	sysctls, err := admission.NewSysctls(opts.Config.AllowedUnsafeSysctls)
+	if err != nil {
+		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
+	}
+	n.sysctls = sysctls
 	var getter volumes.Getter
 	if n.client != nil {
 		// ConfigMaps and Secrets are re-read at most every syncFrequency

@@ -67,7 +67,11 @@ func (n *Nodelet) admitAndRun(ctx context.Context, p *v1.Pod) {
 		return
 	}
 	if !isTerminal(p.Status.Phase) {
-		if r := admission.Admit(node, p, n.activePods(p)); !r.Admit {
+		r := n.sysctls.Admit(p)
+		if r.Admit {
+			r = admission.Admit(node, p, n.activePods(p))
+		}
+		if !r.Admit {
 			logger.Info("Pod rejected by admission", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
 			n.pods.Reject(p.UID)
 			n.recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
