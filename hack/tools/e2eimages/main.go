@@ -109,8 +109,12 @@ func build(bin, src, pause, busybox string) ([]image, error) {
 		}
 		return append(entries, imagebuild.Entry{Name: "bin/sh", Link: "bash"})
 	}
-	push(add(imagebuild.New(withBash(bb(imagebuild.Passwd, imagebuild.Group, map[string]bool{"bin/sh": true})), cfg)),
-		"e2e-test-images/busybox:1.37.0-2")
+	// The busybox image has every applet in /bin (tests call /bin/sysctl).
+	flat, err := imagebuild.FlatBusyboxEntries(busybox, imagebuild.Passwd, imagebuild.Group, map[string]bool{"bin/sh": true})
+	if err != nil {
+		return nil, err
+	}
+	push(add(imagebuild.New(withBash(flat), cfg)), "e2e-test-images/busybox:1.37.0-2")
 	push(add(imagebuild.New([]imagebuild.Entry{{Name: "pause", Mode: 0o755, Data: read(pause)}},
 		v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"})), "pause:3.10.2")
 	nonroot := cfg

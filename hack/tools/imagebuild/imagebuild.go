@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -100,9 +101,20 @@ const (
 )
 
 // BusyboxEntries is a busybox userland from a static busybox binary: the
-// binary, a symlink per applet (except those in skip), /etc/passwd and
+// binary, a symlink per applet (except those in skip) where busybox
+// installs it (/bin, /sbin, /usr/bin, /usr/sbin), /etc/passwd and
 // /etc/group (passwd and group), /tmp with 1777.
 func BusyboxEntries(path, passwd, group string, skip map[string]bool) ([]Entry, error) {
+	return busyboxEntries(path, passwd, group, skip, false)
+}
+
+// FlatBusyboxEntries is BusyboxEntries with every applet in /bin, as the
+// busybox image (docker.io/library/busybox) has them.
+func FlatBusyboxEntries(path, passwd, group string, skip map[string]bool) ([]Entry, error) {
+	return busyboxEntries(path, passwd, group, skip, true)
+}
+
+func busyboxEntries(path, passwd, group string, skip map[string]bool, flat bool) ([]Entry, error) {
 	bin, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -129,12 +141,16 @@ func BusyboxEntries(path, passwd, group string, skip map[string]bool) ([]Entry, 
 	var links []string
 	for _, l := range strings.Split(strings.TrimSpace(string(list)), "\n") {
 		l = strings.TrimSpace(l)
+		if flat {
+			l = "bin/" + filepath.Base(l)
+		}
 		if l == "" || l == "bin/busybox" || skip[l] {
 			continue
 		}
 		links = append(links, l)
 	}
 	sort.Strings(links)
+	links = slices.Compact(links)
 	for _, l := range links {
 		entries = append(entries, Entry{Name: l, Link: "/bin/busybox"})
 	}
