@@ -14,7 +14,7 @@ test: ## the whole test suite: installs and starts the stack, unit + e2e tests
 	bash hack/test.sh
 
 unit: ## unit tests only (no stack needed)
-	go test -race ./internal/... ./cmd/...
+	go test -race ./internal/... ./cmd/... ./hack/... ./bench/... ./test/agent/... ./test/conformance/...
 
 e2e: ## end-to-end tests against the local stack
 	bash hack/test.sh e2e

@@ -39,7 +39,9 @@ if [ "$what" = all ]; then
 	# shellcheck source=/dev/null
 	source "$STACK_DIR/env"
 	set +a
-	go test -race -count=1 ./internal/... ./cmd/...
+	# The harness's own packages too (image building, the benchmark's parsers,
+	# the conformance report).
+	go test -race -count=1 ./internal/... ./cmd/... ./hack/... ./bench/... ./test/agent/... ./test/conformance/...
 fi
 log "end-to-end tests"
 go test -count=1 -timeout 30m -v ./test/e2e/... 2>&1 | tee "$STACK_DIR/e2e.log"

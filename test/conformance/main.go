@@ -96,7 +96,7 @@ func run(o *options) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("no report in %s", o.out)
 	}
-	return writeReport(o, runs)
+	return writeReportFile(o, runs)
 }
 
 // runAgent runs the suite against one agent on a clean node.

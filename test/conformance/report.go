@@ -168,8 +168,8 @@ func loadTests(dir string) ([]Test, error) {
 	return out, nil
 }
 
-// writeReport writes docs/conformance.md and docs/conformance/<agent>.json.
-func writeReport(o *options, runs []*AgentRun) error {
+// writeReportFile writes docs/conformance.md and docs/conformance/<agent>.json.
+func writeReportFile(o *options, runs []*AgentRun) error {
 	dir := filepath.Join(o.docs, "conformance")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
