@@ -420,7 +420,8 @@ func nodeIPs(flag string) []string {
 	return nil
 }
 
-// static nodeFor standalone admission: only maxPods applies.
+// admissionNode is the Node pods are admitted against: the registered one,
+// or in standalone mode a node whose allocatable has only maxPods.
 func (n *Nodelet) admissionNode() *v1.Node {
 	if n.nodeStatus != nil {
 		return n.nodeStatus.Node()

@@ -8,7 +8,11 @@
 // readiness drives the container's ready flag, a failed liveness or startup
 // probe makes the pod worker restart the container.
 //
-// Startup probes hold back liveness and readiness until they succeed.
-// Workers stop when their container stops running; a restarted container
-// gets new workers.
+// Startup probes hold back liveness and readiness until they succeed; the
+// readiness probe runs at once when the startup probe passes. Workers stop
+// when their container stops running; a restarted container gets new
+// workers.
+//
+// The Runner also runs the containers' lifecycle hooks (postStart and
+// preStop: exec, httpGet, sleep) for kuberuntime, with the same handlers.
 package prober
