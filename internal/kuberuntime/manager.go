@@ -259,6 +259,10 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 			}
 		}
 	}
+	if cs.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		// Read once: an exited container's status is kept below.
+		cs.Message = terminationMessage(cs)
+	}
 	// Only a container that can no longer change is worth keeping.
 	if cs.State == runtimeapi.ContainerState_CONTAINER_EXITED || cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		m.mu.Lock()
