@@ -15,7 +15,7 @@ import (
 // hack/tools/e2eimages does not build offline: a test failing while it
 // pulls one of them is not runnable here, for any agent.
 var unbuilt = []string{
-	"e2e-test-images/nginx", "e2e-test-images/perl", "e2e-test-images/glibc-dns-testing",
+	"e2e-test-images/nginx", "e2e-test-images/perl",
 	"e2e-test-images/ipc-utils", "e2e-test-images/volume/", "e2e-test-images/sample-apiserver",
 	"e2e-test-images/apparmor-loader", "e2e-test-images/regression-issue-74839",
 	"e2e-test-images/resource-consumer", "e2e-test-images/node-perf/", "e2e-test-images/sample-device-plugin",

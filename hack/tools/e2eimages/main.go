@@ -12,11 +12,13 @@
 //     this machine's bash and curl (exec hooks and probe scripts call them),
 //     the porter certificates and the image's own user 1000 and group 50000;
 //   - kitten and nautilus 1.8: agnhost with their pictures, serving them;
+//   - glibc-dns-testing 2.1.1: this machine's dash and glibc hostname on
+//     the busybox applets;
 //   - nonroot 1.5: busybox as user 1234;
 //   - nonewprivs 1.4: busybox with the setuid nnp.
 //
 // The images upstream builds from other distributions (nginx, perl,
-// glibc-dns-testing, ipc-utils, volume/*, ...) are not built: their tests
+// ipc-utils, volume/*, ...) are not built: their tests
 // fail with ErrImagePull, for every agent.
 package main
 
@@ -117,6 +119,29 @@ func build(bin, src, pause, busybox string) ([]image, error) {
 	push(add(imagebuild.New(withBash(flat), cfg)), "e2e-test-images/busybox:1.37.0-2")
 	push(add(imagebuild.New([]imagebuild.Entry{{Name: "pause", Mode: 0o755, Data: read(pause)}},
 		v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"})), "pause:3.10.2")
+	// glibc-dns-testing: Debian bookworm-slim with dnsutils upstream; here
+	// this Debian's dash as sh and glibc's hostname (hostname -f resolves
+	// through /etc/nsswitch.conf and the pod's /etc/hosts) on the busybox
+	// applets (the hostnameOverride tests run sh -c 'hostname; hostname -f').
+	glibc, err := imagebuild.FlatBusyboxEntries(busybox, imagebuild.Passwd, imagebuild.Group,
+		map[string]bool{"bin/sh": true, "bin/hostname": true})
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, e := range glibc {
+		have[e.Name] = true
+	}
+	for _, b := range [][2]string{{"/bin/dash", "/bin/sh"}, {"/bin/hostname", "/bin/hostname"}} {
+		e, err := imagebuild.HostBinary(b[0], b[1], have)
+		if err != nil {
+			return nil, err
+		}
+		glibc = append(glibc, e...)
+	}
+	glibc = append(glibc, imagebuild.Entry{Name: "etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")})
+	push(add(imagebuild.New(glibc, cfg)), "e2e-test-images/glibc-dns-testing:2.1.1")
+
 	nonroot := cfg
 	nonroot.User = "1234"
 	push(add(imagebuild.New(bb(imagebuild.Passwd, imagebuild.Group, nil), nonroot)), "e2e-test-images/nonroot:1.5")
