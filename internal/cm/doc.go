@@ -23,4 +23,9 @@
 //
 // With the systemd driver the slices' directories are made directly in the
 // cgroup filesystem (no D-Bus), where systemd would make them.
+//
+// It reads nothing about the machine itself: the cgroup version and
+// hierarchies, the capacity and the huge page sizes are internal/machine's
+// facts (Config.Machine), and the allocatable of kubepods is
+// machine.Allocatable of that capacity.
 package cm

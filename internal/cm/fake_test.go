@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 // fakeKernel stands for the cgroup filesystems in a temporary directory:
@@ -17,7 +16,7 @@ import (
 // cgroup with children or processes.
 type fakeKernel struct {
 	t    *testing.T
-	root string // MountRoot
+	root string // the cgroup mount
 	v2   bool
 }
 
@@ -176,32 +175,27 @@ func (k *fakeKernel) hierarchyDirs() []string {
 	return v1Hierarchies
 }
 
-// newManager makes a Manager on the fake: 2 CPUs, 4 GiB, 1000 pids, huge
-// pages of 2 MiB and 1 GiB.
+// facts is the machine of the fake: 2 CPUs, 4 GiB, 1000 pids, huge pages
+// of 1 GiB and 2 MiB (none reserved), its cgroups as internal/machine
+// finds them.
+func (k *fakeKernel) facts() machine.Facts {
+	return machine.Facts{
+		NumCPU:         2,
+		MemoryCapacity: 4 * gi,
+		PIDMax:         1000,
+		HugePages:      []machine.HugePages{{PageSize: gi}, {PageSize: 2 * mi}},
+		Cgroups:        machine.ReadCgroups(k.root),
+	}
+}
+
+// newManager makes a Manager on the fake's machine.
 func newManager(t *testing.T, k *fakeKernel, mod func(*Config)) *Manager {
 	t.Helper()
-	hp := t.TempDir()
-	for _, d := range []string{"hugepages-2048kB", "hugepages-1048576kB"} {
-		if err := os.MkdirAll(filepath.Join(hp, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(hp, d, "nr_hugepages"), []byte("0\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cfg := Config{
-		Driver:        DriverCgroupfs,
-		CgroupRoot:    "/",
-		CgroupsPerQOS: true,
-		MountRoot:     k.root,
-		HugePagesDir:  hp,
-		Capacity: func() (v1.ResourceList, error) {
-			return v1.ResourceList{
-				v1.ResourceCPU:    resource.MustParse("2"),
-				v1.ResourceMemory: *resource.NewQuantity(4*gi, resource.BinarySI),
-				resourcePID:       resource.MustParse("1000"),
-			}, nil
-		},
+		Driver:                 DriverCgroupfs,
+		CgroupRoot:             "/",
+		CgroupsPerQOS:          true,
+		Machine:                k.facts(),
 		EnforceNodeAllocatable: []string{"pods"},
 		KubeReserved:           map[string]string{"memory": "100Mi", "cpu": "100m"},
 		SystemReserved:         map[string]string{"memory": "50Mi"},

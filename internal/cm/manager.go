@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -45,22 +45,19 @@ const (
 type Config struct {
 	// Driver is cgroupDriver: "cgroupfs" (default) or "systemd".
 	Driver string
-	// CgroupRoot is cgroupRoot: the parent of kubepods ("/" by default). It
-	// must exist.
+	// CgroupRoot is the KubeletConfiguration's cgroupRoot: the cgroup
+	// kubepods goes under, a path below the root of every hierarchy ("/" by
+	// default). It must exist. Where the hierarchies are mounted is
+	// Machine.Cgroups.Mount.
 	CgroupRoot string
 	// CgroupsPerQOS is cgroupsPerQOS: false creates no cgroup at all and
 	// gives the runtime CgroupRoot as the pods' parent (its own default when
 	// CgroupRoot is "/" or empty).
 	CgroupsPerQOS bool
-	// MountRoot is where the hierarchies are mounted: /sys/fs/cgroup.
-	MountRoot string
-	// ProcRoot is procfs (/proc): meminfo and sys/kernel/pid_max.
-	ProcRoot string
-	// HugePagesDir is /sys/kernel/mm/hugepages: the machine's page sizes.
-	HugePagesDir string
-	// Capacity is the machine's capacity (cpu, memory, pid,
-	// hugepages-<size>); nil reads it from ProcRoot and HugePagesDir.
-	Capacity func() (v1.ResourceList, error)
+	// Machine is the machine's facts: the cgroup version and hierarchies
+	// (at least one), the capacity (cpu, memory, hugepages-<size>, and pid
+	// from pid_max) and the huge page sizes.
+	Machine machine.Facts
 	// KubeReserved, SystemReserved and EnforceNodeAllocatable: with "pods"
 	// in EnforceNodeAllocatable, kubepods is limited to capacity minus the
 	// reservations, else to capacity.
@@ -85,14 +82,13 @@ type Config struct {
 // Manager creates and removes the pod cgroup hierarchy.
 type Manager struct {
 	cfg Config
-	// v2: the unified hierarchy, hierarchies is then MountRoot alone.
+	// v2: the unified hierarchy, hierarchies is then its mount alone.
 	v2          bool
 	hierarchies []string
 	// root is where pods go: cgroupRoot/kubepods with CgroupsPerQOS, else
 	// cgroupRoot.
-	root           CgroupName
-	pageSizes      []int64
-	memoryCapacity int64
+	root      CgroupName
+	pageSizes []int64
 
 	mu sync.Mutex
 	// ensured holds the pods whose cgroup was configured by this process.
@@ -103,9 +99,8 @@ type Manager struct {
 	burstableShares int64
 }
 
-// New returns a Manager for cfg after looking at the machine: which cgroup
-// version is mounted at MountRoot, its hierarchies, the huge page sizes and
-// the memory capacity. It changes nothing.
+// New returns a Manager for cfg on the machine of cfg.Machine. It changes
+// nothing.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Driver == "" {
 		cfg.Driver = DriverCgroupfs
@@ -113,14 +108,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Driver != DriverCgroupfs && cfg.Driver != DriverSystemd {
 		return nil, fmt.Errorf("cgroupDriver must be %s or %s, got %q", DriverCgroupfs, DriverSystemd, cfg.Driver)
 	}
-	if cfg.MountRoot == "" {
-		cfg.MountRoot = "/sys/fs/cgroup"
-	}
-	if cfg.ProcRoot == "" {
-		cfg.ProcRoot = "/proc"
-	}
-	if cfg.HugePagesDir == "" {
-		cfg.HugePagesDir = "/sys/kernel/mm/hugepages"
+	cg := cfg.Machine.Cgroups
+	if len(cg.Hierarchies) == 0 {
+		return nil, fmt.Errorf("no cgroup hierarchy mounted under %s", cg.Mount)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -131,55 +121,15 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.rmdir == nil {
 		cfg.rmdir = func(dir string) error { return os.Remove(dir) }
 	}
-	m := &Manager{cfg: cfg, ensured: map[types.UID]bool{}, burstable: map[types.UID]int64{}}
-	if cfg.Capacity == nil {
-		m.cfg.Capacity = m.machineCapacity
-	}
-	if err := m.detect(); err != nil {
-		return nil, err
-	}
-	if names, err := readDirNames(cfg.HugePagesDir); err == nil {
-		m.pageSizes = pageSizesFromNames(names)
-	}
-	if capacity, err := m.cfg.Capacity(); err == nil {
-		m.memoryCapacity = capacity.Memory().Value()
+	m := &Manager{cfg: cfg, v2: cg.V2, hierarchies: cg.Hierarchies, ensured: map[types.UID]bool{}, burstable: map[types.UID]int64{}}
+	for _, hp := range cfg.Machine.HugePages {
+		m.pageSizes = append(m.pageSizes, hp.PageSize)
 	}
 	m.root = ParseCgroupfsName(cfg.CgroupRoot)
 	if cfg.CgroupsPerQOS {
 		m.root = NewCgroupName(m.root, NodeAllocatableCgroup)
 	}
 	return m, nil
-}
-
-// detect finds the cgroup version and the hierarchies to manage: on v2
-// MountRoot itself; on v1 every mounted hierarchy (each directory of
-// MountRoot with a cgroup.procs, symlinked co-mounts once), the unified one
-// of a hybrid setup included, as runc creates containers' cgroups in all.
-func (m *Manager) detect() error {
-	root := m.cfg.MountRoot
-	if exists(filepath.Join(root, "cgroup.controllers")) {
-		m.v2 = true
-		m.hierarchies = []string{root}
-		return nil
-	}
-	names, err := readDirNames(root)
-	if err != nil {
-		return fmt.Errorf("cgroup mounts: %w", err)
-	}
-	seen := map[string]bool{}
-	for _, n := range names {
-		dir := filepath.Join(root, n)
-		real, err := filepath.EvalSymlinks(dir)
-		if err != nil || seen[real] || !exists(filepath.Join(real, "cgroup.procs")) {
-			continue
-		}
-		seen[real] = true
-		m.hierarchies = append(m.hierarchies, real)
-	}
-	if len(m.hierarchies) == 0 {
-		return fmt.Errorf("no cgroup hierarchy mounted under %s", root)
-	}
-	return nil
 }
 
 // CgroupV2 tells whether the unified hierarchy is in use.
@@ -192,7 +142,7 @@ func (m *Manager) ResourceOptions() ResourceOptions {
 		sizes = append(sizes, byteSizeUnit(s))
 	}
 	return ResourceOptions{
-		MemoryCapacity:     m.memoryCapacity,
+		MemoryCapacity:     m.cfg.Machine.MemoryCapacity,
 		DisableCPUCFSQuota: m.cfg.DisableCPUCFSQuota,
 		CPUCFSQuotaPeriod:  m.cfg.CPUCFSQuotaPeriod,
 		HugePageSizes:      sizes,
@@ -254,7 +204,7 @@ func (m *Manager) validate() error {
 	var missing []string
 	if m.v2 {
 		have := map[string]bool{}
-		data, _ := os.ReadFile(filepath.Join(m.cfg.MountRoot, "cgroup.controllers"))
+		data, _ := os.ReadFile(filepath.Join(m.cfg.Machine.Cgroups.Mount, "cgroup.controllers"))
 		for _, c := range strings.Fields(string(data)) {
 			have[c] = true
 		}
@@ -272,7 +222,7 @@ func (m *Manager) validate() error {
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		return fmt.Errorf("cgroup controllers not mounted under %s: %v", m.cfg.MountRoot, missing)
+		return fmt.Errorf("cgroup controllers not mounted under %s: %v", m.cfg.Machine.Cgroups.Mount, missing)
 	}
 	return nil
 }
@@ -290,26 +240,11 @@ func (m *Manager) hierarchyWith(file string) string {
 // nodeAllocatableConfig is kubepods' configuration: capacity, minus the
 // reservations when enforceNodeAllocatable has "pods".
 func (m *Manager) nodeAllocatableConfig() (*ResourceConfig, error) {
-	alloc, err := m.cfg.Capacity()
-	if err != nil {
-		return nil, fmt.Errorf("machine capacity: %w", err)
-	}
+	alloc := m.capacity()
 	if slices.Contains(m.cfg.EnforceNodeAllocatable, "pods") {
-		alloc = alloc.DeepCopy()
-		for _, reserved := range []map[string]string{m.cfg.KubeReserved, m.cfg.SystemReserved} {
-			for k, v := range reserved {
-				q, err := resource.ParseQuantity(v)
-				if err != nil {
-					return nil, fmt.Errorf("reserved %s=%q: %w", k, v, err)
-				}
-				if c, ok := alloc[v1.ResourceName(k)]; ok {
-					c.Sub(q)
-					if c.Sign() < 0 {
-						c = resource.Quantity{}
-					}
-					alloc[v1.ResourceName(k)] = c
-				}
-			}
+		var err error
+		if alloc, err = machine.Allocatable(alloc, m.cfg.KubeReserved, m.cfg.SystemReserved, nil); err != nil {
+			return nil, err
 		}
 	}
 	rc := &ResourceConfig{HugePageLimit: HugePageLimits(alloc)}
@@ -328,55 +263,15 @@ func (m *Manager) nodeAllocatableConfig() (*ResourceConfig, error) {
 	return rc, nil
 }
 
-// machineCapacity reads cpu (online CPUs), memory (MemTotal), pid
-// (pid_max) and hugepages-<size> (pages reserved × size).
-func (m *Manager) machineCapacity() (v1.ResourceList, error) {
-	mem, err := memTotal(filepath.Join(m.cfg.ProcRoot, "meminfo"))
-	if err != nil {
-		return nil, err
+// capacity is the capacity of the pods' cgroup, as upstream's
+// internalCapacity: the machine's cpu, memory and hugepages-<size>, and pid
+// (pid_max) when known.
+func (m *Manager) capacity() v1.ResourceList {
+	c := m.cfg.Machine.Capacity()
+	if pids := m.cfg.Machine.PIDMax; pids > 0 {
+		c[resourcePID] = *resource.NewQuantity(pids, resource.DecimalSI)
 	}
-	out := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
-	}
-	if data, err := os.ReadFile(filepath.Join(m.cfg.ProcRoot, "sys/kernel/pid_max")); err == nil {
-		if v, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil {
-			out[resourcePID] = *resource.NewQuantity(v, resource.DecimalSI)
-		}
-	}
-	names, _ := readDirNames(m.cfg.HugePagesDir)
-	for _, n := range names {
-		sizes := pageSizesFromNames([]string{n})
-		if len(sizes) != 1 {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(m.cfg.HugePagesDir, n, "nr_hugepages"))
-		if err != nil {
-			continue
-		}
-		pages, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-		name := v1.ResourceName(v1.ResourceHugePagesPrefix + resource.NewQuantity(sizes[0], resource.BinarySI).String())
-		out[name] = *resource.NewQuantity(pages*sizes[0], resource.BinarySI)
-	}
-	return out, nil
-}
-
-func memTotal(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", path, err)
-			}
-			return kb * 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no MemTotal in %s", path)
+	return c
 }
 
 // qosName is the cgroup of a QoS class: Guaranteed pods go directly under
@@ -878,16 +773,4 @@ func (m *Manager) podUIDFromDir(name string) (types.UID, bool) {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-func readDirNames(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out, nil
 }

@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 func rl(kv ...string) v1.ResourceList {
@@ -116,10 +118,10 @@ func TestStartErrors(t *testing.T) {
 	if err := m.Start(context.Background()); err == nil {
 		t.Error("Start with a missing cgroupRoot: no error")
 	}
-	if _, err := New(Config{MountRoot: t.TempDir()}); err == nil {
+	if _, err := New(Config{Machine: machine.Facts{Cgroups: machine.ReadCgroups(t.TempDir())}}); err == nil {
 		t.Error("New with no hierarchy: no error")
 	}
-	if _, err := New(Config{Driver: "bogus", MountRoot: k.root}); err == nil {
+	if _, err := New(Config{Driver: "bogus", Machine: k.facts()}); err == nil {
 		t.Error("New with a bad driver: no error")
 	}
 }
@@ -490,30 +492,24 @@ func TestResourceOptions(t *testing.T) {
 	}
 }
 
-func TestMachineCapacity(t *testing.T) {
+func TestCapacity(t *testing.T) {
 	k := newFakeKernel(t, false)
-	proc := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(proc, "sys/kernel"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(proc, "meminfo"), []byte("MemTotal:        2048 kB\nMemFree: 1 kB\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(proc, "sys/kernel/pid_max"), []byte("4096\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := newManager(t, k, func(c *Config) { c.Capacity = nil; c.ProcRoot = proc })
-	c, err := m.machineCapacity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Memory().Value() != 2048*1024 || c.Name(resourcePID, resource.DecimalSI).Value() != 4096 {
+	m := newManager(t, k, func(c *Config) {
+		c.Machine.HugePages = []machine.HugePages{{PageSize: 2 * mi, Pages: 4}}
+		c.Machine.MemoryCapacity = 2048 * 1024
+	})
+	c := m.capacity()
+	if c.Memory().Value() != 2048*1024 || c.Cpu().Value() != 2 || c.Name(resourcePID, resource.DecimalSI).Value() != 1000 {
 		t.Errorf("capacity %v", c)
 	}
-	if _, ok := c["hugepages-2Mi"]; !ok {
-		t.Errorf("no hugepages-2Mi in %v", c)
+	if q := c["hugepages-2Mi"]; q.Value() != 8*mi {
+		t.Errorf("hugepages-2Mi %s in %v", q.String(), c)
 	}
-	if m.ResourceOptions().MemoryCapacity != 2048*1024 {
-		t.Errorf("memory capacity %d", m.ResourceOptions().MemoryCapacity)
+	if m.ResourceOptions().MemoryCapacity != 2048*1024 || len(m.ResourceOptions().HugePageSizes) != 1 {
+		t.Errorf("resource options %+v", m.ResourceOptions())
+	}
+	m = newManager(t, k, func(c *Config) { c.Machine.PIDMax = 0 })
+	if _, ok := m.capacity()[resourcePID]; ok {
+		t.Errorf("pid capacity without pid_max: %v", m.capacity())
 	}
 }

@@ -266,25 +266,3 @@ func byteSizeUnit(size int64) string {
 	}
 	return strconv.FormatInt(size, 10) + units[i]
 }
-
-// pageSizesFromNames reads the machine's page sizes (bytes) from the
-// hugepages-<n>kB entries of /sys/kernel/mm/hugepages.
-func pageSizesFromNames(names []string) []int64 {
-	var out []int64
-	for _, n := range names {
-		v, ok := strings.CutPrefix(n, "hugepages-")
-		if !ok {
-			continue
-		}
-		v, ok = strings.CutSuffix(v, "kB")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || kb <= 0 {
-			continue
-		}
-		out = append(out, kb*1024)
-	}
-	return out
-}

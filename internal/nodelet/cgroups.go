@@ -21,6 +21,7 @@ func (n *Nodelet) startCgroups(ctx context.Context) error {
 		Driver:                 cfg.CgroupDriver,
 		CgroupRoot:             cfg.CgroupRoot,
 		CgroupsPerQOS:          cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS,
+		Machine:                n.machine,
 		KubeReserved:           cfg.KubeReserved,
 		SystemReserved:         cfg.SystemReserved,
 		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable,

@@ -29,6 +29,7 @@ import (
 	"github.com/nodelet/nodelet/internal/healthz"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/mirror"
 	"github.com/nodelet/nodelet/internal/nodestatus"
@@ -64,6 +65,9 @@ type Nodelet struct {
 	clock    clock.WithTicker
 	recorder record.EventRecorder
 	hostIPs  []string
+	// machine is the machine's facts, read once at Run's start, for cm,
+	// nodestatus and stats.
+	machine machine.Facts
 
 	runtime     *kuberuntime.Manager
 	runtimeName string
@@ -175,6 +179,11 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(n.opts.RootDir, "pods"), 0o750); err != nil {
 		return err
 	}
+	facts, err := machine.Read(machine.Config{RootDir: n.opts.RootDir})
+	if err != nil {
+		return err
+	}
+	n.machine = facts
 	if err := n.startCgroups(ctx); err != nil {
 		return err
 	}
