@@ -37,7 +37,7 @@ func (n *Nodelet) allocatable() v1.ResourceList {
 		}
 	}
 	n.machineOnce.Do(func() {
-		n.machineAlloc = nodestatus.MachineAllocatable(&n.opts.Config, n.opts.RootDir)
+		n.machineAlloc = nodestatus.MachineAllocatable(&n.opts.Config, n.machine)
 	})
 	return n.machineAlloc
 }

@@ -370,7 +370,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		n.apiSource = apiserver.New(klog.FromContext(ctx), n.client, n.opts.NodeName)
 		n.nodeStatus = nodestatus.New(nodestatus.Config{
 			Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
-			Kubelet: cfg, Runtime: rs, Images: is, RootDir: n.opts.RootDir, Clock: n.clock, Recorder: n.recorder,
+			Kubelet: cfg, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
 		})
 		n.mirrors = mirror.New(n.client, n.apiSource.Lister(), n.nodeStatus.Node)
 		n.syncer = status.NewSyncer(n.client, n.apiSource.Lister(), n.statuses, n.clock)

@@ -1,75 +1,59 @@
 package nodestatus
 
 import (
-	"fmt"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
-// Allocatable is capacity minus kubeReserved, systemReserved and the hard
-// eviction thresholds (memory.available from memory, nodefs.available from
-// ephemeral-storage), as upstream computes it; never below zero.
-func Allocatable(capacity v1.ResourceList, kubeReserved, systemReserved, evictionHard map[string]string) (v1.ResourceList, error) {
-	reserved := v1.ResourceList{}
-	for _, m := range []map[string]string{kubeReserved, systemReserved} {
-		for k, v := range m {
-			q, err := resource.ParseQuantity(v)
-			if err != nil {
-				return nil, fmt.Errorf("reserved %s=%q: %w", k, v, err)
-			}
-			podspec.AddResource(reserved, v1.ResourceName(k), q)
-		}
-	}
-	for signal, res := range map[string]v1.ResourceName{"memory.available": v1.ResourceMemory, "nodefs.available": v1.ResourceEphemeralStorage} {
-		v, ok := evictionHard[signal]
-		if !ok {
-			continue
-		}
-		q, err := threshold(v, capacity[res])
-		if err != nil {
-			return nil, fmt.Errorf("evictionHard %s=%q: %w", signal, v, err)
-		}
-		podspec.AddResource(reserved, res, q)
-	}
-	out := v1.ResourceList{}
-	for name, c := range capacity {
-		a := c.DeepCopy()
-		if r, ok := reserved[name]; ok {
-			a.Sub(r)
-		}
-		if a.Sign() < 0 {
-			a = *resource.NewQuantity(0, c.Format)
-		}
-		out[name] = a
-	}
-	return out, nil
+// Capacity is the node's capacity as upstream reports it: the machine's
+// cpu, memory and hugepages-<size>, pods (maxPods) and ephemeral-storage
+// (the size of the root directory's filesystem).
+func Capacity(m machine.Facts, maxPods int32) v1.ResourceList {
+	c := m.Capacity()
+	c[v1.ResourcePods] = *resource.NewQuantity(int64(maxPods), resource.DecimalSI)
+	c[v1.ResourceEphemeralStorage] = *resource.NewQuantity(m.EphemeralStorage, resource.BinarySI)
+	return c
 }
 
-// threshold parses an eviction threshold: a quantity or a percentage of
-// capacity.
-func threshold(v string, capacity resource.Quantity) (resource.Quantity, error) {
-	if p, ok := strings.CutSuffix(v, "%"); ok {
-		pct, err := strconv.ParseFloat(p, 64)
-		if err != nil || pct < 0 || pct > 100 {
-			return resource.Quantity{}, fmt.Errorf("bad percentage")
-		}
-		return *resource.NewQuantity(int64(float64(capacity.Value())*pct/100), resource.BinarySI), nil
+// Allocatable is the node's allocatable as upstream's MachineInfo setter
+// computes it: machine.Allocatable of capacity (kubeReserved,
+// systemReserved and the hard eviction thresholds subtracted), then the
+// huge pages' capacity subtracted from memory too, never below zero.
+func Allocatable(capacity v1.ResourceList, cfg *kubeletv1beta1.KubeletConfiguration) (v1.ResourceList, error) {
+	alloc, err := machine.Allocatable(capacity, cfg.KubeReserved, cfg.SystemReserved, cfg.EvictionHard)
+	if err != nil {
+		return nil, err
 	}
-	return resource.ParseQuantity(v)
+	mem, ok := alloc[v1.ResourceMemory]
+	if !ok {
+		return alloc, nil
+	}
+	for name, q := range capacity {
+		if isHugePages(name) {
+			mem.Sub(q)
+		}
+	}
+	if mem.Sign() < 0 {
+		mem = *resource.NewQuantity(0, mem.Format)
+	}
+	alloc[v1.ResourceMemory] = mem
+	return alloc, nil
 }
 
-// MachineAllocatable is this machine's allocatable as the Node reports it:
-// capacity (cpu, memory, pods, ephemeral storage of rootDir, hugepages)
-// minus the reservations and hard eviction thresholds of cfg.
-func MachineAllocatable(cfg *kubeletv1beta1.KubeletConfiguration, rootDir string) v1.ResourceList {
-	capacity := readMachine(rootDir).capacity(cfg.MaxPods)
-	alloc, err := Allocatable(capacity, cfg.KubeReserved, cfg.SystemReserved, cfg.EvictionHard)
+func isHugePages(name v1.ResourceName) bool {
+	return strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix)
+}
+
+// MachineAllocatable is the machine's allocatable as the Node reports it
+// (Capacity, then Allocatable), capacity when a reservation is bad.
+func MachineAllocatable(cfg *kubeletv1beta1.KubeletConfiguration, m machine.Facts) v1.ResourceList {
+	capacity := Capacity(m, cfg.MaxPods)
+	alloc, err := Allocatable(capacity, cfg)
 	if err != nil {
 		return capacity
 	}

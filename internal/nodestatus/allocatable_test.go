@@ -5,39 +5,86 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
-func TestAllocatable(t *testing.T) {
-	capacity := v1.ResourceList{
-		v1.ResourceCPU:              resource.MustParse("2"),
-		v1.ResourceMemory:           resource.MustParse("8Gi"),
-		v1.ResourcePods:             resource.MustParse("110"),
-		v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+const (
+	mi = int64(1) << 20
+	gi = int64(1) << 30
+)
+
+func TestCapacityAndAllocatable(t *testing.T) {
+	facts := func(hp ...machine.HugePages) machine.Facts {
+		return machine.Facts{NumCPU: 2, MemoryCapacity: 8 * gi, EphemeralStorage: 100 * gi, PIDMax: 4194304, HugePages: hp}
 	}
-	got, err := Allocatable(capacity,
-		map[string]string{"cpu": "100m", "memory": "256Mi"},
-		map[string]string{"memory": "256Mi", "ephemeral-storage": "1Gi"},
-		map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"})
-	if err != nil {
-		t.Fatal(err)
+	reserved := &kubeletv1beta1.KubeletConfiguration{
+		MaxPods:        110,
+		KubeReserved:   map[string]string{"cpu": "100m", "memory": "256Mi"},
+		SystemReserved: map[string]string{"memory": "256Mi", "ephemeral-storage": "1Gi"},
+		EvictionHard:   map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
 	}
-	for name, want := range map[v1.ResourceName]string{
-		v1.ResourceCPU:              "1900m",
-		v1.ResourceMemory:           "7580Mi",
-		v1.ResourcePods:             "110",
-		v1.ResourceEphemeralStorage: "89Gi", // 100Gi - 1Gi - 10Gi (10% of 100Gi)
-	} {
-		q := got[name]
-		if w := resource.MustParse(want); q.Cmp(w) != 0 {
-			t.Errorf("%s: %s, want %s", name, q.String(), w.String())
+	tests := []struct {
+		name     string
+		machine  machine.Facts
+		cfg      *kubeletv1beta1.KubeletConfiguration
+		capacity map[v1.ResourceName]string
+		alloc    map[v1.ResourceName]string
+	}{{
+		name:     "no huge pages reserved: they are reported, at 0",
+		machine:  facts(machine.HugePages{PageSize: gi}, machine.HugePages{PageSize: 2 * mi}),
+		cfg:      reserved,
+		capacity: map[v1.ResourceName]string{"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"},
+		// 100Gi - 1Gi - 10Gi (10% of 100Gi); 8Gi - 512Mi - 100Mi.
+		alloc: map[v1.ResourceName]string{"cpu": "1900m", "memory": "7580Mi", "pods": "110", "ephemeral-storage": "89Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"},
+	}, {
+		name:     "huge pages reserved: capacity, and taken from allocatable memory, as upstream",
+		machine:  facts(machine.HugePages{PageSize: gi, Pages: 1}, machine.HugePages{PageSize: 2 * mi, Pages: 512}),
+		cfg:      &kubeletv1beta1.KubeletConfiguration{MaxPods: 10, KubeReserved: map[string]string{"hugepages-2Mi": "256Mi"}},
+		capacity: map[v1.ResourceName]string{"cpu": "2", "memory": "8Gi", "pods": "10", "ephemeral-storage": "100Gi", "hugepages-1Gi": "1Gi", "hugepages-2Mi": "1Gi"},
+		alloc:    map[v1.ResourceName]string{"cpu": "2", "memory": "6Gi", "pods": "10", "ephemeral-storage": "100Gi", "hugepages-1Gi": "1Gi", "hugepages-2Mi": "768Mi"},
+	}, {
+		name:     "a machine without huge pages",
+		machine:  facts(),
+		cfg:      &kubeletv1beta1.KubeletConfiguration{MaxPods: 110},
+		capacity: map[v1.ResourceName]string{"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+		alloc:    map[v1.ResourceName]string{"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+	}, {
+		name:     "allocatable memory never below zero",
+		machine:  machine.Facts{NumCPU: 1, MemoryCapacity: gi, HugePages: []machine.HugePages{{PageSize: gi, Pages: 1}}},
+		cfg:      &kubeletv1beta1.KubeletConfiguration{MaxPods: 1, SystemReserved: map[string]string{"memory": "100Mi"}},
+		capacity: map[v1.ResourceName]string{"cpu": "1", "memory": "1Gi", "pods": "1", "ephemeral-storage": "0", "hugepages-1Gi": "1Gi"},
+		alloc:    map[v1.ResourceName]string{"cpu": "1", "memory": "0", "pods": "1", "ephemeral-storage": "0", "hugepages-1Gi": "1Gi"},
+	}}
+	check := func(t *testing.T, what string, got v1.ResourceList, want map[v1.ResourceName]string) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Errorf("%s %v, want %v", what, got, want)
+		}
+		for name, w := range want {
+			if q := got[name]; q.Cmp(resource.MustParse(w)) != 0 {
+				t.Errorf("%s %s: %s, want %s", what, name, q.String(), w)
+			}
 		}
 	}
-	// Reservations larger than capacity floor at zero; bad values are errors.
-	got, _ = Allocatable(capacity, map[string]string{"cpu": "3"}, nil, nil)
-	if q := got[v1.ResourceCPU]; !q.IsZero() {
-		t.Errorf("cpu %s, want 0", q.String())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			capacity := Capacity(tt.machine, tt.cfg.MaxPods)
+			check(t, "capacity", capacity, tt.capacity)
+			alloc, err := Allocatable(capacity, tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, "allocatable", alloc, tt.alloc)
+			check(t, "machine allocatable", MachineAllocatable(tt.cfg, tt.machine), tt.alloc)
+		})
 	}
-	if _, err := Allocatable(capacity, nil, nil, map[string]string{"memory.available": "lots"}); err == nil {
+	// A bad reservation is an error; the machine's allocatable is then its
+	// capacity.
+	bad := &kubeletv1beta1.KubeletConfiguration{MaxPods: 110, EvictionHard: map[string]string{"memory.available": "lots"}}
+	if _, err := Allocatable(Capacity(facts(), 110), bad); err == nil {
 		t.Error("a bad threshold was accepted")
 	}
+	check(t, "machine allocatable", MachineAllocatable(bad, facts()), map[v1.ResourceName]string{"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi"})
 }

@@ -6,5 +6,9 @@
 // It also runs the node Lease (component-helpers' lease controller, with its
 // retry behaviour when the API server is slow or gone).
 //
+// What the machine is (capacity, nodeInfo) is internal/machine's facts
+// (Config.Machine), read once by nodelet; the reservations are subtracted by
+// machine.Allocatable.
+//
 // Node returns the latest Node; it is safe for concurrent use.
 package nodestatus

@@ -30,6 +30,8 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 // KubeletVersion is the kubelet version nodelet reports: the API it
@@ -46,7 +48,9 @@ type Config struct {
 	Kubelet *kubeletv1beta1.KubeletConfiguration
 	Runtime internalapi.RuntimeService
 	Images  internalapi.ImageManagerService
-	RootDir string
+	// Machine is the machine's facts: capacity (ephemeral storage
+	// included) and nodeInfo.
+	Machine machine.Facts
 	Clock   clock.WithTicker
 	// Recorder records node events.
 	Recorder record.EventRecorder
@@ -54,8 +58,7 @@ type Config struct {
 
 // Manager registers and reports the Node.
 type Manager struct {
-	cfg     Config
-	machine machine
+	cfg Config
 	// The Node as the API server has it, watched (one long request instead
 	// of a GET every period), so a status others wrote (the node lifecycle
 	// controller's Unknown) is seen and corrected at once.
@@ -82,7 +85,7 @@ func New(cfg Config) *Manager {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	m := &Manager{cfg: cfg, machine: readMachine(cfg.RootDir), changed: make(chan struct{}, 1)}
+	m := &Manager{cfg: cfg, changed: make(chan struct{}, 1)}
 	inf := coreinformers.NewFilteredNodeInformer(cfg.Client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 	})
@@ -312,8 +315,8 @@ func (m *Manager) recordReadyChange(n *v1.Node) {
 // fillStatus writes the node's current status into n.Status.
 func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 	cfg := m.cfg.Kubelet
-	capacity := m.machine.capacity(cfg.MaxPods)
-	alloc, err := Allocatable(capacity, cfg.KubeReserved, cfg.SystemReserved, cfg.EvictionHard)
+	capacity := Capacity(m.cfg.Machine, cfg.MaxPods)
+	alloc, err := Allocatable(capacity, cfg)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Bad reservation; reporting allocatable = capacity")
 		alloc = capacity.DeepCopy()
@@ -332,11 +335,11 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 		runtimeVersion = v.RuntimeName + "://" + v.RuntimeVersion
 	}
 	n.Status.NodeInfo = v1.NodeSystemInfo{
-		MachineID:               m.machine.machineID,
-		SystemUUID:              m.machine.systemUUID,
-		BootID:                  m.machine.bootID,
-		KernelVersion:           m.machine.kernel,
-		OSImage:                 m.machine.osImage,
+		MachineID:               m.cfg.Machine.MachineID,
+		SystemUUID:              m.cfg.Machine.SystemUUID,
+		BootID:                  m.cfg.Machine.BootID,
+		KernelVersion:           m.cfg.Machine.KernelVersion,
+		OSImage:                 m.cfg.Machine.OSImage,
 		ContainerRuntimeVersion: runtimeVersion,
 		KubeletVersion:          KubeletVersion,
 		OperatingSystem:         runtime.GOOS,
