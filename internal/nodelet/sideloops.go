@@ -104,6 +104,7 @@ func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, i
 		Runtime:    rs,
 		Images:     is,
 		Clock:      n.clock,
+		Machine:    n.machine,
 		Pods: func() []stats.PodInfo {
 			var out []stats.PodInfo
 			for _, p := range n.pods.Admitted("") {

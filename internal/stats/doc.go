@@ -5,11 +5,13 @@
 //
 // Where the figures come from:
 //
-//   - Node CPU and memory: the root cgroup under Config.CgroupRoot, cgroup v1
-//     (cpuacct and memory hierarchies) or the cgroup v2 unified hierarchy,
-//     whichever is mounted. The working set is usage minus inactive file
-//     pages, clamped at 0, as cAdvisor computes it; availableBytes is
-//     MemTotal minus the working set.
+//   - Node CPU and memory: the root cgroup where cgroups are mounted
+//     (Config.Machine.Cgroups), cgroup v1 (cpuacct and memory hierarchies)
+//     or the cgroup v2 unified hierarchy, whichever internal/machine found.
+//     The working set is usage minus inactive file pages, clamped at 0, as
+//     cAdvisor computes it; availableBytes is MemTotal (a machine fact)
+//     minus the working set. The node's startTime is the machine's boot
+//     time. Swap: <proc>/meminfo.
 //   - Node network: <proc>/net/dev, without the interfaces cAdvisor ignores
 //     (lo, veth*, docker*, nerdctl*); eth0 is the default interface.
 //   - Node fs: statfs of Config.RootDir. Runtime imageFs/containerFs: the

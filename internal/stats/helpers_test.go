@@ -45,7 +45,6 @@ func procFixture(t *testing.T) string {
 		"loadavg":                "0.10 0.20 0.30 3/250 12345\n",
 		"sys/kernel/pid_max":     "4194304\n",
 		"sys/kernel/threads-max": "63000\n",
-		"stat":                   "cpu  1 2 3\nbtime 1700000000\nprocesses 5\n",
 	})
 	return root
 }

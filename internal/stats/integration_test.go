@@ -15,6 +15,8 @@ import (
 	remote "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 // TestIntegrationContainerd runs Summary and the collector against the
@@ -51,12 +53,17 @@ func TestIntegrationContainerd(t *testing.T) {
 		skipf("runtime does not answer: %v", err)
 	}
 
+	facts, err := machine.Read(machine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := NewProvider(klog.Background(), Config{
 		NodeName:   "integration",
 		RootDir:    t.TempDir(),
 		PodLogsDir: t.TempDir(),
 		Runtime:    rs,
 		Images:     is,
+		Machine:    facts,
 	})
 	s, err := p.Summary(ctx)
 	if err != nil {

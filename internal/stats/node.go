@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 // cgroupSample is one reading of a cgroup's cumulative CPU time and memory.
@@ -35,21 +36,18 @@ func workingSet(usage, inactiveFile uint64) uint64 {
 	return usage - inactiveFile
 }
 
-// isCgroup2 tells whether the unified hierarchy is mounted at root.
-func isCgroup2(root string) bool {
-	_, err := os.Stat(filepath.Join(root, "cgroup.controllers"))
-	return err == nil
-}
-
-// readRootCgroup reads the root cgroup's CPU and memory under cgroupRoot,
-// cgroup v2 when the unified hierarchy is mounted there, else cgroup v1
-// (cpuacct and memory hierarchies). procRoot is used for /proc/meminfo when a
-// cgroup v2 root has no memory.current.
-func readRootCgroup(cgroupRoot, procRoot string) (cgroupSample, error) {
-	if isCgroup2(cgroupRoot) {
-		return readCgroup2(cgroupRoot, procRoot)
+// readRootCgroup reads the root cgroup's CPU and memory where cgroups are
+// mounted: the cgroup v2 unified hierarchy, or the cgroup v1 cpuacct and
+// memory hierarchies. When a cgroup v2 root has no memory.current, its usage
+// is memTotal minus MemFree of procRoot's meminfo.
+func readRootCgroup(cg machine.Cgroups, memTotal uint64, procRoot string) (cgroupSample, error) {
+	if cg.Mount == "" {
+		return cgroupSample{}, errors.New("no cgroup mount")
 	}
-	return readCgroup1(cgroupRoot)
+	if cg.V2 {
+		return readCgroup2(cg.Mount, memTotal, procRoot)
+	}
+	return readCgroup1(cg.Mount)
 }
 
 func readCgroup1(root string) (cgroupSample, error) {
@@ -91,7 +89,7 @@ func readCgroup1(root string) (cgroupSample, error) {
 	return s, errors.Join(errs...)
 }
 
-func readCgroup2(root, procRoot string) (cgroupSample, error) {
+func readCgroup2(root string, memTotal uint64, procRoot string) (cgroupSample, error) {
 	var s cgroupSample
 	var errs []error
 	cpu, err := readKeyValues(filepath.Join(root, "cpu.stat"))
@@ -113,8 +111,8 @@ func readCgroup2(root, procRoot string) (cgroupSample, error) {
 			errs = append(errs, fmt.Errorf("memory: %w", merr))
 			return s, errors.Join(errs...)
 		}
-		if mi["MemTotal"] >= mi["MemFree"] {
-			usage = mi["MemTotal"] - mi["MemFree"]
+		if memTotal >= mi["MemFree"] {
+			usage = memTotal - mi["MemFree"]
 		}
 	}
 	stat, err := readKeyValues(filepath.Join(root, "memory.stat"))
@@ -130,7 +128,8 @@ func readCgroup2(root, procRoot string) (cgroupSample, error) {
 	return s, errors.Join(errs...)
 }
 
-// readMeminfo returns /proc/meminfo in bytes.
+// readMeminfo returns /proc/meminfo in bytes: what changes (MemFree, swap);
+// MemTotal is a machine fact.
 func readMeminfo(procRoot string) (map[string]uint64, error) {
 	b, err := os.ReadFile(filepath.Join(procRoot, "meminfo"))
 	if err != nil {
@@ -154,9 +153,6 @@ func readMeminfo(procRoot string) (map[string]uint64, error) {
 			v *= 1024
 		}
 		out[name] = v
-	}
-	if _, ok := out["MemTotal"]; !ok {
-		return nil, errors.New("no MemTotal in meminfo")
 	}
 	return out, nil
 }
@@ -242,24 +238,6 @@ func readRlimit(procRoot string) rlimit {
 		}
 	}
 	return r
-}
-
-// readBootTime returns the boot time from /proc/stat.
-func readBootTime(procRoot string) (time.Time, error) {
-	b, err := os.ReadFile(filepath.Join(procRoot, "stat"))
-	if err != nil {
-		return time.Time{}, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "btime "); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return time.Time{}, err
-			}
-			return time.Unix(n, 0), nil
-		}
-	}
-	return time.Time{}, errors.New("no btime in /proc/stat")
 }
 
 // readUint reads a file holding one unsigned integer.

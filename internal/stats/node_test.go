@@ -3,7 +3,8 @@ package stats
 import (
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 func TestWorkingSet(t *testing.T) {
@@ -94,7 +95,7 @@ func TestReadRootCgroup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			writeFiles(t, root, tc.files)
-			got, err := readRootCgroup(root, proc)
+			got, err := readRootCgroup(machine.ReadCgroups(root), 1000000*1024, proc)
 			if (err != nil) != tc.wantErr {
 				t.Errorf("err = %v, wantErr %v", err, tc.wantErr)
 			}
@@ -141,6 +142,12 @@ func TestIgnoredInterface(t *testing.T) {
 	}
 }
 
+func TestReadRootCgroupWithoutMount(t *testing.T) {
+	if _, err := readRootCgroup(machine.Cgroups{}, 1, procFixture(t)); err == nil {
+		t.Error("no cgroup mount: no error")
+	}
+}
+
 func TestReadMeminfo(t *testing.T) {
 	mi, err := readMeminfo(procFixture(t))
 	if err != nil {
@@ -154,7 +161,7 @@ func TestReadMeminfo(t *testing.T) {
 	}
 }
 
-func TestReadRlimitAndBootTime(t *testing.T) {
+func TestReadRlimit(t *testing.T) {
 	proc := procFixture(t)
 	r := readRlimit(proc)
 	// min(pid_max 4194304, threads-max 63000)
@@ -163,9 +170,5 @@ func TestReadRlimitAndBootTime(t *testing.T) {
 	}
 	if r := readRlimit(t.TempDir()); r.hasMaxPID || r.hasProcs {
 		t.Errorf("empty proc: rlimit = %+v", r)
-	}
-	bt, err := readBootTime(proc)
-	if err != nil || !bt.Equal(time.Unix(1700000000, 0)) {
-		t.Errorf("boot time = %v, %v", bt, err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 // PodInfo is a pod the node should run, for its volumes and limits.
@@ -38,12 +40,14 @@ type Config struct {
 	// Pods returns the pods the node should run; nil: none known.
 	Pods  func() []PodInfo
 	Clock clock.Clock
-	// CgroupRoot is where the cgroup hierarchies are mounted
-	// (/sys/fs/cgroup by default): cgroup v1 cpuacct and memory
-	// hierarchies, or the cgroup v2 unified hierarchy.
-	CgroupRoot string
-	// ProcRoot is the host's procfs (/proc by default): meminfo, net/dev,
-	// loadavg, stat and sys/kernel.
+	// Machine is the machine's facts: where cgroups are mounted and their
+	// version (the node's CPU and memory are its root cgroup's), MemTotal
+	// and the boot time. Without a cgroup mount the node has no CPU and
+	// memory figures.
+	Machine machine.Facts
+	// ProcRoot is the host's procfs (/proc by default): meminfo (free
+	// memory, swap), net/dev, loadavg and sys/kernel (pid_max,
+	// threads-max).
 	ProcRoot string
 }
 
@@ -75,9 +79,6 @@ type Provider struct {
 func NewProvider(logger klog.Logger, cfg Config) *Provider {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.CgroupRoot == "" {
-		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
@@ -113,7 +114,7 @@ func (p *Provider) sample(ctx context.Context) (*sample, error) {
 	logger := klog.FromContext(ctx)
 	s := &sample{at: p.clock.Now()}
 	var err error
-	if s.node, err = readRootCgroup(p.cfg.CgroupRoot, p.cfg.ProcRoot); err != nil {
+	if s.node, err = readRootCgroup(p.cfg.Machine.Cgroups, uint64(p.cfg.Machine.MemoryCapacity), p.cfg.ProcRoot); err != nil {
 		logger.V(4).Info("Cannot read all of the root cgroup's stats", "err", err)
 	}
 	if s.meminfo, err = readMeminfo(p.cfg.ProcRoot); err != nil {
@@ -259,8 +260,8 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 			PageFaults:      ptr(s.node.pgfault),
 			MajorPageFaults: ptr(s.node.pgmajfault),
 		}
-		if total, ok := s.meminfo["MemTotal"]; ok {
-			n.Memory.AvailableBytes = ptr(sub0(total, s.node.workingSet))
+		if total := p.cfg.Machine.MemoryCapacity; total > 0 {
+			n.Memory.AvailableBytes = ptr(sub0(uint64(total), s.node.workingSet))
 		}
 	}
 	if total, ok := s.meminfo["SwapTotal"]; ok {
@@ -275,7 +276,7 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 		return n
 	}
 
-	if bt, err := readBootTime(p.cfg.ProcRoot); err == nil {
+	if bt := p.cfg.Machine.BootTime; !bt.IsZero() {
 		n.StartTime = metav1.NewTime(bt)
 	}
 	n.Network = b.nodeNetwork()

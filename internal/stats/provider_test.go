@@ -18,6 +18,8 @@ import (
 	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 const mi = 1024 * 1024
@@ -148,10 +150,14 @@ func newEnv(t *testing.T) *env {
 				InodesUsed: u64(42),
 			}},
 		}},
-		Pods:       func() []PodInfo { return e.pods },
-		Clock:      e.clock,
-		CgroupRoot: e.cgroup,
-		ProcRoot:   procFixture(t),
+		Pods:  func() []PodInfo { return e.pods },
+		Clock: e.clock,
+		Machine: machine.Facts{
+			Cgroups:        machine.ReadCgroups(e.cgroup),
+			MemoryCapacity: 1000000 * 1024, // procFixture's MemTotal
+			BootTime:       time.Unix(1700000000, 0),
+		},
+		ProcRoot: procFixture(t),
 	})
 	return e
 }
@@ -470,7 +476,7 @@ func TestSummaryErrors(t *testing.T) {
 
 	// Node figures that cannot be read are left out, the rest is there.
 	e = newEnv(t)
-	e.p.cfg.CgroupRoot = t.TempDir()
+	e.p.cfg.Machine.Cgroups = machine.ReadCgroups(t.TempDir())
 	e.p.cfg.ProcRoot = t.TempDir()
 	s, err := e.p.Summary(context.Background())
 	if err != nil {
