@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -175,8 +176,27 @@ func subPathHost(root, sub string) (string, error) {
 		return "", fmt.Errorf("subPath %q leads out of the volume (to %s)", sub, real)
 	}
 	if existing != full {
-		if err := os.MkdirAll(full, 0o750); err != nil {
+		// As upstream: the directories created get the volume root's mode
+		// (setgid included, umask ignored), so that an fsGroup shares them
+		// as it shares the volume.
+		info, err := os.Stat(realRoot)
+		if err != nil {
 			return "", err
+		}
+		perm := info.Mode() & (os.ModePerm | os.ModeSetgid)
+		rel, err := filepath.Rel(existing, full)
+		if err != nil {
+			return "", err
+		}
+		dir := existing
+		for _, part := range strings.Split(rel, string(filepath.Separator)) {
+			dir = filepath.Join(dir, part)
+			if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+				return "", err
+			}
+			if err := os.Chmod(dir, perm); err != nil {
+				return "", err
+			}
 		}
 	}
 	if real, err = filepath.EvalSymlinks(full); err != nil || !within(real) {

@@ -50,3 +50,25 @@ func TestSubPathHost(t *testing.T) {
 		t.Errorf("subPathExpr expansion: %q", got)
 	}
 }
+
+// A subPath directory nodelet creates gets the volume root's mode, setgid
+// included (an emptyDir of mode 0777 with an fsGroup: g+s), as upstream.
+func TestSubPathHostMode(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o777|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	got, err := subPathHost(root, "a/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Dir(got), got} {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := info.Mode() & (os.ModePerm | os.ModeSetgid); m != 0o777|os.ModeSetgid {
+			t.Errorf("%s: mode %v, want %v", p, m, 0o777|os.ModeSetgid)
+		}
+	}
+}
