@@ -152,6 +152,16 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 					a.NextInitContainer = c
 					a.SidecarStarted = true
 				case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+					if probes != nil {
+						// A failed startup probe, or a failed liveness
+						// probe once started, restarts it here too.
+						if why, grace := probes.Unhealthy(cs.ID); why != "" {
+							a.ContainersToKill[cs.ID] = killReason{c.Name, why, grace}
+							a.NextInitContainer = c
+							a.SidecarStarted = true
+							return a
+						}
+					}
 					if sidecarStarted(cs, probes) {
 						continue
 					}

@@ -246,8 +246,15 @@ func TestComputePodActions(t *testing.T) {
 
 type unhealthy map[string]string
 
-func (u unhealthy) Unhealthy(id string) (string, *int64) { return u[id], nil }
-func (u unhealthy) Started(id string) bool               { return u[id] != "not-started" }
+// Unhealthy gives the reason in the map; "not-started" is a startup probe
+// that has not passed (nor failed) yet.
+func (u unhealthy) Unhealthy(id string) (string, *int64) {
+	if u[id] == "not-started" {
+		return "", nil
+	}
+	return u[id], nil
+}
+func (u unhealthy) Started(id string) bool { return u[id] != "not-started" && u[id] != "failed startup" }
 
 // sidecarPod has init containers i1 (regular), sc (a sidecar), i2
 // (regular) and app container a.
@@ -280,6 +287,12 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		{name: "a sidecar whose startup probe has not passed holds i2 back", pod: always,
 			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", running, 0)),
 			probes: unhealthy{"sc-id": "not-started"}},
+		{name: "a sidecar failing its startup probe during init is restarted", pod: always,
+			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", running, 0)),
+			probes: unhealthy{"sc-id": "failed startup"}, next: "sc", sidecar: true, kill: []string{"sc-id"}},
+		{name: "a started sidecar failing liveness during init is restarted", pod: always,
+			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", running, 0), cs(always, "i2", running, 0)),
+			probes: unhealthy{"sc-id": "failed liveness"}, next: "sc", sidecar: true, kill: []string{"sc-id"}},
 		{name: "a sidecar that exits during init is restarted", pod: always,
 			status: podStatus(ready, cs(always, "i1", exited, 0), cs(always, "sc", exited, 1)), next: "sc", sidecar: true},
 		{name: "init done: the app starts, the sidecar keeps running", pod: always,
