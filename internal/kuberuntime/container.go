@@ -24,6 +24,16 @@ type podFacts struct {
 	HostIPs []string
 }
 
+// newPodFacts are the pod's facts for its containers: a host-network pod
+// has the node's IPs as its own (status.podIP in env, hooks' and probes'
+// address), as upstream's status reports them.
+func newPodFacts(pod *v1.Pod, podIPs, hostIPs []string) podFacts {
+	if pod.Spec.HostNetwork && len(podIPs) == 0 {
+		podIPs = hostIPs
+	}
+	return podFacts{PodIPs: podIPs, HostIPs: hostIPs}
+}
+
 func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
 	facts podFacts, volumePaths map[string]string) (*runtimeapi.ContainerConfig, error) {
 	envs, invalid, err := m.buildEnv(ctx, pod, c, facts)

@@ -175,7 +175,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 	}
 	m.prune(ctx, pod, status, starting)
 
-	facts := podFacts{PodIPs: podIPs, HostIPs: env.HostIPs}
+	facts := newPodFacts(pod, podIPs, env.HostIPs)
 	start := func(c *v1.Container) bool {
 		w, requeue, err := m.startContainer(ctx, pod, c, status, sandboxID, sandboxCfg, facts, env.VolumePaths)
 		if err != nil {
