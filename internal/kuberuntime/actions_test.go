@@ -254,7 +254,9 @@ func (u unhealthy) Unhealthy(id string) (string, *int64) {
 	}
 	return u[id], nil
 }
-func (u unhealthy) Started(id string) bool { return u[id] != "not-started" && u[id] != "failed startup" }
+func (u unhealthy) Started(id string) bool {
+	return u[id] != "not-started" && u[id] != "failed startup"
+}
 
 // sidecarPod has init containers i1 (regular), sc (a sidecar), i2
 // (regular) and app container a.
