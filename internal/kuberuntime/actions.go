@@ -121,8 +121,11 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 		}
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
-			if cs := status.Latest(c.Name); podspec.RunsOnce(c, &pod.Spec) && cs != nil &&
-				cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0 {
+			// A container that exited and may not run again (OnFailure and
+			// succeeded, or its own policy Never) stays done in the new
+			// sandbox too.
+			if cs := status.Latest(c.Name); cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_EXITED &&
+				!podspec.ContainerShouldRestart(c, &pod.Spec, cs.ExitCode) {
 				continue
 			}
 			a.ContainersToStart = append(a.ContainersToStart, i)

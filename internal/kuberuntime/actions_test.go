@@ -77,6 +77,9 @@ func TestComputePodActions(t *testing.T) {
 	rules.Spec.Containers[1].RestartPolicy = &neverC
 	rules.Spec.Containers[1].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
 		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	// In an Always pod, b's own policy is Never.
+	ownNever := testPod(v1.RestartPolicyAlways, nil, "a", "b")
+	ownNever.Spec.Containers[1].RestartPolicy = &neverC
 	changed := always.DeepCopy()
 	changed.Spec.Containers[1].Image = "busybox:1.37"
 
@@ -114,6 +117,12 @@ func TestComputePodActions(t *testing.T) {
 			pod:    rules,
 			status: podStatus(ready, cs(rules, "a", running, 0), cs(rules, "b", exited, 1)),
 			want:   podActions{SandboxID: "s1"},
+		},
+		{
+			name:   "a new sandbox does not rerun a container whose own policy is Never",
+			pod:    ownNever,
+			status: podStatus([]*runtimeapi.PodSandboxStatus{deadSandbox("s1", 0)}, cs(ownNever, "a", exited, 0), cs(ownNever, "b", exited, 1)),
+			want:   podActions{KillPod: true, CreateSandbox: true, Attempt: 1, SandboxID: "s1", ContainersToStart: []int{0}},
 		},
 		{
 			name:   "new pod: create the sandbox and start every container",

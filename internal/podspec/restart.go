@@ -42,15 +42,6 @@ func RestartsAfterKill(c *v1.Container, spec *v1.PodSpec) bool {
 	return spec.RestartPolicy != v1.RestartPolicyNever
 }
 
-// RunsOnce reports whether a container that succeeded is never run again
-// (OnFailure: the container's policy, else the pod's).
-func RunsOnce(c *v1.Container, spec *v1.PodSpec) bool {
-	if c.RestartPolicy != nil {
-		return *c.RestartPolicy == v1.ContainerRestartPolicyOnFailure
-	}
-	return spec.RestartPolicy == v1.RestartPolicyOnFailure
-}
-
 func matchingRestartRule(c *v1.Container, exitCode int32) (v1.ContainerRestartRule, bool) {
 	for _, rule := range c.RestartPolicyRules {
 		if rule.ExitCodes == nil {
