@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -276,6 +277,14 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		took := w.m.clock.Since(began)
+		var warning Warning
+		if errors.As(err, &warning) {
+			if w.m.recorder != nil {
+				w.m.recorder.Event(podspec.ContainerRef(w.pod, w.target.Container), v1.EventTypeWarning, "ProbeWarning",
+					fmt.Sprintf("%s probe warning: %s", w.key.kind, warning))
+			}
+			err = nil // it passed
+		}
 		w.record(err, took)
 		logger.V(4).Info("Probe ran", "ok", err == nil, "took", took.Round(time.Millisecond))
 		if err == nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -94,11 +95,27 @@ func (r *Runner) HTTPGet(ctx context.Context, t Target, h *v1.HTTPGetAction, tim
 		return "", err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode < 400 {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		// A redirect to another host is not followed: a success, with a
+		// warning, as upstream.
+		return "", Warning(fmt.Sprintf("Probe terminated redirects, Response body: %s", body))
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return "", nil
 	}
 	return "", fmt.Errorf("HTTP probe failed with statuscode: %d", resp.StatusCode)
 }
+
+// maxBodyBytes is how much of an HTTP probe's answer is read, as upstream.
+const maxBodyBytes = 10 * 1024
+
+// Warning is a probe that passed with something to say (an HTTP redirect to
+// another host it did not follow): a success, reported as a ProbeWarning
+// event.
+type Warning string
+
+func (w Warning) Error() string { return string(w) }
 
 // TCP connects to the port.
 func (r *Runner) TCP(ctx context.Context, t Target, s *v1.TCPSocketAction, timeout time.Duration) (string, error) {
@@ -192,7 +209,11 @@ func (r *Runner) Hook(ctx context.Context, t Target, h *v1.LifecycleHandler, tim
 	case h.Exec != nil:
 		return r.Exec(ctx, t, h.Exec.Command, timeout)
 	case h.HTTPGet != nil:
-		return r.HTTPGet(ctx, t, h.HTTPGet, timeout)
+		out, err := r.HTTPGet(ctx, t, h.HTTPGet, timeout)
+		if errors.As(err, new(Warning)) {
+			err = nil // a redirect elsewhere: the hook ran
+		}
+		return out, err
 	case h.Sleep != nil:
 		d := min(time.Duration(h.Sleep.Seconds)*time.Second, timeout)
 		select {
