@@ -187,13 +187,13 @@ func subPathHost(root, sub string) (string, error) {
 	}
 	if existing != full {
 		// As upstream: the directories created get the volume root's mode
-		// (setgid included, umask ignored), so that an fsGroup shares them
+		// (setgid and sticky bits included, umask ignored), so that an fsGroup shares them
 		// as it shares the volume.
 		info, err := os.Stat(realRoot)
 		if err != nil {
 			return "", err
 		}
-		perm := info.Mode() & (os.ModePerm | os.ModeSetgid)
+		perm := info.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSetuid | os.ModeSticky)
 		rel, err := filepath.Rel(existing, full)
 		if err != nil {
 			return "", err

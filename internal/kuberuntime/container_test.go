@@ -55,7 +55,7 @@ func TestSubPathHost(t *testing.T) {
 // included (an emptyDir of mode 0777 with an fsGroup: g+s), as upstream.
 func TestSubPathHostMode(t *testing.T) {
 	root := t.TempDir()
-	if err := os.Chmod(root, 0o777|os.ModeSetgid); err != nil {
+	if err := os.Chmod(root, 0o777|os.ModeSetgid|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
 	got, err := subPathHost(root, "a/b")
@@ -67,8 +67,8 @@ func TestSubPathHostMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := info.Mode() & (os.ModePerm | os.ModeSetgid); m != 0o777|os.ModeSetgid {
-			t.Errorf("%s: mode %v, want %v", p, m, 0o777|os.ModeSetgid)
+		if m := info.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSticky); m != 0o777|os.ModeSetgid|os.ModeSticky {
+			t.Errorf("%s: mode %v, want %v", p, m, 0o777|os.ModeSetgid|os.ModeSticky)
 		}
 	}
 }

@@ -40,7 +40,9 @@ func (p *emptyDirPlugin) SetUp(ctx context.Context, vol *Volume) (string, error)
 	case v1.StorageMediumDefault:
 	case v1.StorageMediumMemory:
 		// A tmpfs, as large as sizeLimit (the kernel's default, half the
-		// memory, without one).
+		// memory, without one), of the kernel's default mode 1777, as
+		// upstream (the sticky bit stays: only the permission bits are
+		// set below).
 		opts := ""
 		if l := src.SizeLimit; l != nil && l.Value() > 0 {
 			opts = fmt.Sprintf("size=%d", l.Value())
@@ -56,8 +58,14 @@ func (p *emptyDirPlugin) SetUp(ctx context.Context, vol *Volume) (string, error)
 	if fresh {
 		// As upstream: world-writable, so any container user can use it.
 		// Only when created: what the pod did to it since stays.
-		if err := os.Chmod(dir, 0o777); err != nil {
+		info, err := os.Stat(dir)
+		if err != nil {
 			return "", err
+		}
+		if info.Mode().Perm() != 0o777 {
+			if err := os.Chmod(dir, 0o777); err != nil {
+				return "", err
+			}
 		}
 	}
 	if vol.First || fresh {
@@ -109,7 +117,7 @@ func (p *projectionPlugin) SetUp(ctx context.Context, vol *Volume) (string, erro
 		return "", err
 	}
 	if p.tmpfs {
-		if _, err := ensureTmpfs(dir, ""); err != nil {
+		if _, err := ensureTmpfs(dir, "mode=0755"); err != nil {
 			return "", err
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 // ensureTmpfs mounts a tmpfs on dir, with extra mount options, unless one
 // is there already; it reports whether it mounted one.
-func ensureTmpfs(dir, extra string) (bool, error) {
+func ensureTmpfs(dir, opts string) (bool, error) {
 	// Checked on every sync of every pod: a stat of the directory and its
 	// parent, not a read of the whole mount table (which grows with the
 	// pods: it was a third of nodelet's CPU in a 100-pod burst).
@@ -22,10 +22,6 @@ func ensureTmpfs(dir, extra string) (bool, error) {
 	}
 	if mounted {
 		return false, nil
-	}
-	opts := "mode=0755"
-	if extra != "" {
-		opts += "," + extra
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
 		return false, fmt.Errorf("mount tmpfs on %s: %w", dir, err)

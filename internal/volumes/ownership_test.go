@@ -173,3 +173,20 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A memory emptyDir is a tmpfs of the kernel's default mode 1777, kept (the
+// sticky bit too) when the fsGroup adds setgid, as upstream: 3777.
+func TestMemoryEmptyDirMode(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	m := NewManager(t.TempDir(), nil, Options{})
+	pod := fsGroupPod("m", nil, v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}})
+	paths, err := m.Setup(ctx, pod)
+	must(t, err)
+	defer func() { must(t, m.Teardown(pod.UID)) }()
+	info, err := os.Stat(paths["mem"])
+	must(t, err)
+	if mode := info.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSticky); mode != 0o777|os.ModeSetgid|os.ModeSticky {
+		t.Fatalf("memory emptyDir mode %v, want 3777", mode)
+	}
+}

@@ -146,7 +146,7 @@ func TestIsMountPoint(t *testing.T) {
 	if m, err := isMountPoint(dir); err != nil || m {
 		t.Fatalf("plain directory: mounted=%v err=%v", m, err)
 	}
-	mounted, err := ensureTmpfs(dir, "size=1m")
+	mounted, err := ensureTmpfs(dir, "mode=0755,size=1m")
 	if err != nil || !mounted {
 		t.Fatalf("ensureTmpfs: %v %v", mounted, err)
 	}
@@ -154,7 +154,7 @@ func TestIsMountPoint(t *testing.T) {
 	if m, err := isMountPoint(dir); err != nil || !m {
 		t.Fatalf("tmpfs: mounted=%v err=%v", m, err)
 	}
-	if again, err := ensureTmpfs(dir, "size=1m"); err != nil || again {
+	if again, err := ensureTmpfs(dir, "mode=0755,size=1m"); err != nil || again {
 		t.Fatalf("second ensureTmpfs mounted again: %v %v", again, err)
 	}
 }

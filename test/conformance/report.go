@@ -119,11 +119,11 @@ func loadRun(dir string) (*AgentRun, error) {
 			idx[t.Name] = i
 		}
 		for _, t := range tests {
-			rr.Tests = append(rr.Tests, t.Name)
+			// Only the full run's selection counts: a rerun's focus may
+			// catch tests outside it.
 			if i, ok := idx[t.Name]; ok {
+				rr.Tests = append(rr.Tests, t.Name)
 				r.Tests[i] = t
-			} else {
-				r.Tests = append(r.Tests, t)
 			}
 		}
 		r.Reruns = append(r.Reruns, rr)

@@ -38,7 +38,8 @@ func TestReport(t *testing.T) {
 		spec("nginx", "failed", "timed out", `image "registry.k8s.io/e2e-test-images/nginx:1.27.0-2" ErrImagePull`),
 		spec("both", "failed", "no dummy netdev", ""))
 	// A later rerun of b for nodelet replaces its outcome.
-	writeReport(t, filepath.Join(out, "nodelet", "rerun-20261201T120000"), spec("b", "passed", "", ""))
+	writeReport(t, filepath.Join(out, "nodelet", "rerun-20261201T120000"), spec("b", "passed", "", ""),
+		spec("outside the selection", "failed", "no kube-proxy", ""))
 	_ = os.WriteFile(filepath.Join(out, "nodelet", "rerun-20261201T120000", "focus"), []byte("b\n"), 0o644)
 
 	var runs []*AgentRun
