@@ -186,6 +186,11 @@ func runAgent(o *options, env map[string]string, name string) error {
 	if err := os.WriteFile(filepath.Join(out, "focus"), []byte(o.focus+"\n"), 0o644); err != nil {
 		return err
 	}
+	if commit, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		if err := os.WriteFile(filepath.Join(out, "commit"), commit, 0o644); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(out, "wall-seconds"), []byte(fmt.Sprintf("%.0f\n", wall.Seconds())), 0o644); err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func TestReport(t *testing.T) {
 		"## Passed by upstream, not by nodelet (0)",
 		"## Failed by both agents (1)\n\n- [sig-node] Pods both",
 		"## Not runnable here (an image not built offline) (1)\n\n- [sig-node] Pods nginx (needs e2e-test-images/nginx)",
-		"nodelet: 1 tests rerun at 20261201T120000",
+		"- nodelet: 1 tests rerun 20261201T120000",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("conformance.md lacks %q:\n%s", want, md)
