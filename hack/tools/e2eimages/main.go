@@ -28,9 +28,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/nodelet/nodelet/hack/tools/imagebuild"
 )
@@ -49,26 +47,12 @@ func main() {
 	if err != nil {
 		log.Fatalf("e2eimages: %v", err)
 	}
-	for _, img := range images {
-		for _, tag := range img.tags {
-			ref, err := name.ParseReference(*registry+"/"+tag, name.Insecure)
-			if err != nil {
-				log.Fatalf("e2eimages: %v", err)
-			}
-			if err := remote.Write(ref, img.image); err != nil {
-				log.Fatalf("e2eimages: push %s: %v", ref, err)
-			}
-			log.Printf("e2eimages: pushed %s", ref)
-		}
+	if err := imagebuild.Push(*registry, "e2eimages", images); err != nil {
+		log.Fatalf("e2eimages: %v", err)
 	}
 }
 
-type image struct {
-	tags  []string
-	image v1.Image
-}
-
-func build(bin, src, pause, busybox string) ([]image, error) {
+func build(bin, src, pause, busybox string) ([]imagebuild.Image, error) {
 	read := func(p string) []byte {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -83,14 +67,14 @@ func build(bin, src, pause, busybox string) ([]image, error) {
 		}
 		return e
 	}
-	var out []image
+	var out []imagebuild.Image
 	add := func(img v1.Image, err error) v1.Image {
 		if err != nil {
 			log.Fatalf("e2eimages: %v", err)
 		}
 		return img
 	}
-	push := func(img v1.Image, tags ...string) { out = append(out, image{tags: tags, image: img}) }
+	push := func(img v1.Image, tags ...string) { out = append(out, imagebuild.Image{Tags: tags, Image: img}) }
 	cfg := imagebuild.BusyboxConfig()
 
 	// sh is this machine's bash: Debian's busybox 1.35 ash drops
@@ -98,16 +82,9 @@ func build(bin, src, pause, busybox string) ([]image, error) {
 	// which the real image's busybox 1.37 passes on (a Secrets test reads
 	// them through sh -c env).
 	withBash := func(entries []imagebuild.Entry, extra ...[2]string) []imagebuild.Entry {
-		have := map[string]bool{}
-		for _, e := range entries {
-			have[e.Name] = true
-		}
-		for _, b := range append([][2]string{{"/bin/bash", "/bin/bash"}}, extra...) {
-			e, err := imagebuild.HostBinary(b[0], b[1], have)
-			if err != nil {
-				log.Fatalf("e2eimages: %v", err)
-			}
-			entries = append(entries, e...)
+		entries, err := imagebuild.WithHostBinaries(entries, append([][2]string{{"/bin/bash", "/bin/bash"}}, extra...)...)
+		if err != nil {
+			log.Fatalf("e2eimages: %v", err)
 		}
 		return append(entries, imagebuild.Entry{Name: "bin/sh", Link: "bash"})
 	}
@@ -128,16 +105,8 @@ func build(bin, src, pause, busybox string) ([]image, error) {
 	if err != nil {
 		return nil, err
 	}
-	have := map[string]bool{}
-	for _, e := range glibc {
-		have[e.Name] = true
-	}
-	for _, b := range [][2]string{{"/bin/dash", "/bin/sh"}, {"/bin/hostname", "/bin/hostname"}} {
-		e, err := imagebuild.HostBinary(b[0], b[1], have)
-		if err != nil {
-			return nil, err
-		}
-		glibc = append(glibc, e...)
+	if glibc, err = imagebuild.WithHostBinaries(glibc, [2]string{"/bin/dash", "/bin/sh"}, [2]string{"/bin/hostname", "/bin/hostname"}); err != nil {
+		return nil, err
 	}
 	glibc = append(glibc, imagebuild.Entry{Name: "etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")})
 	push(add(imagebuild.New(glibc, cfg)), "e2e-test-images/glibc-dns-testing:2.1.1")

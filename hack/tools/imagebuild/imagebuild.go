@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +19,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -222,4 +225,45 @@ func HostBinary(src, dst string, have map[string]bool) ([]Entry, error) {
 		entries = append(entries, Entry{Name: d, Mode: 0o755})
 	}
 	return append(entries, files...), nil
+}
+
+// Image is an image and the repository:tag paths it is pushed as.
+type Image struct {
+	Tags  []string
+	Image v1.Image
+}
+
+// Push writes every image under each of its tags to the plain-HTTP
+// registry at addr, logging each with prefix.
+func Push(addr, prefix string, images []Image) error {
+	for _, img := range images {
+		for _, tag := range img.Tags {
+			ref, err := name.ParseReference(addr+"/"+tag, name.Insecure)
+			if err != nil {
+				return err
+			}
+			if err := remote.Write(ref, img.Image); err != nil {
+				return fmt.Errorf("push %s: %w", ref, err)
+			}
+			log.Printf("%s: pushed %s", prefix, ref)
+		}
+	}
+	return nil
+}
+
+// WithHostBinaries is entries with this machine's binaries (src, dst pairs)
+// and their libraries added, each path once.
+func WithHostBinaries(entries []Entry, bins ...[2]string) ([]Entry, error) {
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.Name] = true
+	}
+	for _, b := range bins {
+		e, err := HostBinary(b[0], b[1], have)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e...)
+	}
+	return entries, nil
 }

@@ -31,11 +31,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/nodelet/nodelet/hack/tools/imagebuild"
 )
@@ -108,17 +106,8 @@ func run(addr, pausePath, busyboxPath, grpcPath, readyFile string, opts options)
 	if err != nil {
 		return err
 	}
-	for _, img := range images {
-		for _, tag := range img.tags {
-			ref, err := name.ParseReference(addr+"/"+tag, name.Insecure)
-			if err != nil {
-				return err
-			}
-			if err := remote.Write(ref, img.image); err != nil {
-				return fmt.Errorf("push %s: %w", ref, err)
-			}
-			log.Printf("testregistry: pushed %s", ref)
-		}
+	if err := imagebuild.Push(addr, "testregistry", images); err != nil {
+		return err
 	}
 	slow.active.Store(true)
 	if readyFile != "" {
@@ -136,13 +125,8 @@ func run(addr, pausePath, busyboxPath, grpcPath, readyFile string, opts options)
 	return srv.Shutdown(ctx)
 }
 
-type testImage struct {
-	tags  []string
-	image v1.Image
-}
-
-func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]testImage, error) {
-	var out []testImage
+func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]imagebuild.Image, error) {
+	var out []imagebuild.Image
 	if grpcPath != "" {
 		bin, err := os.ReadFile(grpcPath)
 		if err != nil {
@@ -153,7 +137,7 @@ func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]tes
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, testImage{tags: []string{"nodelet/grpc-health:1.0"}, image: img})
+		out = append(out, imagebuild.Image{Tags: []string{"nodelet/grpc-health:1.0"}, Image: img})
 	}
 	if pausePath != "" {
 		bin, err := os.ReadFile(pausePath)
@@ -165,13 +149,13 @@ func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]tes
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, testImage{tags: []string{"pause:3.10"}, image: img})
+		out = append(out, imagebuild.Image{Tags: []string{"pause:3.10"}, Image: img})
 	}
 	bb, err := busyboxImage(busyboxPath)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, testImage{tags: []string{"library/busybox:1.36", "library/busybox:latest"}, image: bb})
+	out = append(out, imagebuild.Image{Tags: []string{"library/busybox:1.36", "library/busybox:latest"}, Image: bb})
 	for i := 1; i <= slowImages; i++ {
 		// Same layer, own config: a distinct image (digest) per tag.
 		cf, err := bb.ConfigFile()
@@ -184,7 +168,7 @@ func buildImages(pausePath, busyboxPath, grpcPath string, slowImages int) ([]tes
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, testImage{tags: []string{fmt.Sprintf("slow/busybox:%d", i)}, image: img})
+		out = append(out, imagebuild.Image{Tags: []string{fmt.Sprintf("slow/busybox:%d", i)}, Image: img})
 	}
 	return out, nil
 }
