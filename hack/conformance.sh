@@ -34,8 +34,8 @@ k8s_src=$(cd "${K8S_CACHE_DIR:-$REPO_ROOT/.cache/k8s}/${K8S_VERSION:-v1.37.2}/e2
 "$STACK_DIR/bin/e2eimages" --registry "$REGISTRY" --bin "$K8S_BIN" --k8s-src "$k8s_src" --pause "$STACK_DIR/bin/pause"
 # containerd's copies of earlier builds go, so every agent pulls these.
 ctr_k8s() { ctr --connect-timeout 1s --address "$STACK_DIR/containerd/containerd.sock" -n k8s.io "$@"; }
-ctr_k8s images ls -q | grep -E '^registry\.k8s\.io/(e2e-test-images/|pause:3\.10\.2)' | while read -r ref; do
-	ctr_k8s images rm "$ref" >/dev/null
+for ref in $(ctr_k8s images ls -q); do
+	[[ "$ref" =~ ^registry\.k8s\.io/(e2e-test-images/|pause:3\.10\.2) ]] && ctr_k8s images rm "$ref" >/dev/null
 done
 
 go build -o bin/nodelet ./cmd/nodelet
