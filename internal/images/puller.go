@@ -157,6 +157,16 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	key := string(pod.UID) + "_" + image
 	now := p.clock.Now()
 	if p.backoff.IsInBackOffSinceUpdate(key, now) {
+		p.mu.Lock()
+		f, ok := p.failures[key]
+		p.mu.Unlock()
+		if ok && now.Sub(f.at) < ReportBackOffAfter {
+			// A sync right after the failed pull (the sandbox's PLEG event,
+			// the pod's own status update) still reports the pull's error,
+			// so ErrImagePull is what the API shows for that second.
+			return "", &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Failed to pull image %q: %s", c.Image, f.msg),
+				RetryAfter: ReportBackOffAfter - now.Sub(f.at)}
+		}
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		p.event(pod, c, v1.EventTypeNormal, "BackOff", msg)
 		left := BackoffInitial

@@ -88,10 +88,14 @@ func TestPullBackOff(t *testing.T) {
 	if r := reason(); r != ReasonErrImagePull {
 		t.Fatalf("first failure: %q", r)
 	}
+	if r := reason(); r != ReasonErrImagePull {
+		t.Fatalf("retry at once: %q, want the pull's error again", r)
+	}
+	clk.Step(ReportBackOffAfter)
 	if r := reason(); r != ReasonImagePullBackOff {
 		t.Fatalf("retry inside the back-off: %q, want ImagePullBackOff", r)
 	}
-	clk.Step(BackoffInitial)
+	clk.Step(BackoffInitial - ReportBackOffAfter)
 	svc.InjectError("PullImage", errors.New("not found"))
 	if r := reason(); r != ReasonErrImagePull {
 		t.Fatalf("retry after 10 s: %q, want a new pull", r)
@@ -138,7 +142,9 @@ func TestPullErrorThenBackOffSequence(t *testing.T) {
 		wantPulls  int // PullImage calls so far
 	}{
 		{0, true, ReasonErrImagePull, ReportBackOffAfter, 1},
-		{ReportBackOffAfter, false, ReasonImagePullBackOff, BackoffInitial - ReportBackOffAfter, 1},
+		// A sync at once (the sandbox's PLEG event): still the pull's error.
+		{300 * time.Millisecond, false, ReasonErrImagePull, ReportBackOffAfter - 300*time.Millisecond, 1},
+		{ReportBackOffAfter - 300*time.Millisecond, false, ReasonImagePullBackOff, BackoffInitial - ReportBackOffAfter, 1},
 		{3 * time.Second, false, ReasonImagePullBackOff, BackoffInitial - ReportBackOffAfter - 3*time.Second, 1},
 		{BackoffInitial - ReportBackOffAfter - 3*time.Second, true, ReasonErrImagePull, ReportBackOffAfter, 2},
 		{ReportBackOffAfter, false, ReasonImagePullBackOff, 2*BackoffInitial - ReportBackOffAfter, 2},
@@ -166,6 +172,9 @@ func TestPullErrorThenBackOffSequence(t *testing.T) {
 		}
 		if reason == ReasonImagePullBackOff && !strings.Contains(msg, "ErrImagePull: 401 Unauthorized") {
 			t.Errorf("step %d: back-off message %q lacks the pull's error", i, msg)
+		}
+		if reason == ReasonErrImagePull && msg != `Failed to pull image "private.example/app:1": 401 Unauthorized` {
+			t.Errorf("step %d: pull error message %q", i, msg)
 		}
 	}
 }

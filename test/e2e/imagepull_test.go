@@ -188,6 +188,16 @@ func TestImagePullSecrets(t *testing.T) {
 	}
 
 	failing := []string{"nosecret", "wrong", "missing"}
+	// On failure, every event of the four pods: what was seen and how often.
+	defer func() {
+		if t.Failed() {
+			for _, pod := range append(failing, "right") {
+				for _, e := range podEvents(t, c, ns, pod) {
+					t.Logf("event %s: %s %s x%d %q", pod, e.Type, e.Reason, e.Count, e.Message)
+				}
+			}
+		}
+	}()
 	// Two full cycles: ErrImagePull, ImagePullBackOff, ErrImagePull (the
 	// next pull, 10 s later), ImagePullBackOff.
 	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
