@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -49,7 +50,7 @@ type killReason struct {
 
 // shouldRestart reports whether a container that is not running should be
 // started (again): its restart rules and policy, else the pod's.
-func shouldRestart(cs *ContainerStatus, c *v1.Container, spec *v1.PodSpec) bool {
+func shouldRestart(cs *kubecontainer.ContainerStatus, c *v1.Container, spec *v1.PodSpec) bool {
 	if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		// Never ran, or created but never started, or unknown.
 		return true
@@ -59,7 +60,7 @@ func shouldRestart(cs *ContainerStatus, c *v1.Container, spec *v1.PodSpec) bool 
 
 // sandboxChanged reports whether the pod needs a new sandbox, the attempt
 // number it gets, and the ID of the sandbox to keep otherwise.
-func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
+func sandboxChanged(pod *v1.Pod, status *kubecontainer.PodStatus) (bool, uint32, string) {
 	if len(status.Sandboxes) == 0 {
 		return true, 0, ""
 	}
@@ -97,7 +98,7 @@ type ProbeResults interface {
 
 // computePodActions decides what SyncPod does. It is pure: the runtime's
 // state (and probe results) in, the plan out.
-func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podActions {
+func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults) podActions {
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	a := podActions{
 		KillPod:          create,
@@ -148,7 +149,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 	if len(pod.Spec.InitContainers) > 0 && !initDone(pod, status, sandboxID, probes) {
 		for i := range pod.Spec.InitContainers {
 			c := &pod.Spec.InitContainers[i]
-			cs := status.latestIn(c.Name, sandboxID)
+			cs := status.LatestIn(c.Name, sandboxID)
 			if podspec.IsSidecar(c) {
 				switch {
 				case cs == nil || cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
@@ -205,7 +206,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 		if !podspec.IsSidecar(c) {
 			continue
 		}
-		cs := status.latestIn(c.Name, sandboxID)
+		cs := status.LatestIn(c.Name, sandboxID)
 		switch {
 		case cs == nil || cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
 			a.SidecarsToStart = append(a.SidecarsToStart, i)
@@ -277,7 +278,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, probes ProbeResults) podA
 
 // sidecarStarted reports whether a running sidecar counts as started: no
 // startup probe, or it passed.
-func sidecarStarted(cs *ContainerStatus, probes ProbeResults) bool {
+func sidecarStarted(cs *kubecontainer.ContainerStatus, probes ProbeResults) bool {
 	if probes == nil {
 		return true
 	}
@@ -287,15 +288,15 @@ func sidecarStarted(cs *ContainerStatus, probes ProbeResults) bool {
 // initDone reports whether initialization is over in the sandbox: every
 // regular init container succeeded and every sidecar is started (assumed
 // once app containers exist there).
-func initDone(pod *v1.Pod, status *PodStatus, sandboxID string, probes ProbeResults) bool {
+func initDone(pod *v1.Pod, status *kubecontainer.PodStatus, sandboxID string, probes ProbeResults) bool {
 	for _, c := range pod.Spec.Containers {
-		if status.latestIn(c.Name, sandboxID) != nil {
+		if status.LatestIn(c.Name, sandboxID) != nil {
 			return true
 		}
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		cs := status.latestIn(c.Name, sandboxID)
+		cs := status.LatestIn(c.Name, sandboxID)
 		if podspec.IsSidecar(c) {
 			if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING || !sidecarStarted(cs, probes) {
 				return false

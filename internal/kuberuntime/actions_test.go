@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -47,16 +48,16 @@ func deadSandbox(id string, attempt uint32) *runtimeapi.PodSandboxStatus {
 }
 
 // cs builds a container status in sandbox "s1" with the spec's hash.
-func cs(pod *v1.Pod, name string, state runtimeapi.ContainerState, exit int32) *ContainerStatus {
-	c := &ContainerStatus{ID: name + "-id", Name: name, State: state, ExitCode: exit, SandboxID: "s1"}
+func cs(pod *v1.Pod, name string, state runtimeapi.ContainerState, exit int32) *kubecontainer.ContainerStatus {
+	c := &kubecontainer.ContainerStatus{ID: name + "-id", Name: name, State: state, ExitCode: exit, SandboxID: "s1"}
 	if spec := specContainer(pod, name); spec != nil {
 		c.Hash = podspec.ContainerHash(spec)
 	}
 	return c
 }
 
-func podStatus(sandboxes []*runtimeapi.PodSandboxStatus, containers ...*ContainerStatus) *PodStatus {
-	s := &PodStatus{Sandboxes: sandboxes, Containers: containers}
+func podStatus(sandboxes []*runtimeapi.PodSandboxStatus, containers ...*kubecontainer.ContainerStatus) *kubecontainer.PodStatus {
+	s := &kubecontainer.PodStatus{Sandboxes: sandboxes, Containers: containers}
 	if s.SandboxReady() {
 		s.IPs = sandboxIPs(sandboxes[0])
 	}
@@ -86,7 +87,7 @@ func TestComputePodActions(t *testing.T) {
 	tests := []struct {
 		name   string
 		pod    *v1.Pod
-		status *PodStatus
+		status *kubecontainer.PodStatus
 		probes ProbeResults
 		want   podActions
 	}{
@@ -282,7 +283,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 	tests := []struct {
 		name     string
 		pod      *v1.Pod
-		status   *PodStatus
+		status   *kubecontainer.PodStatus
 		probes   ProbeResults
 		next     string
 		sidecar  bool

@@ -9,6 +9,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
 type presentImages struct{}
@@ -47,7 +49,7 @@ func crash(t *testing.T, rt *critest.FakeRuntimeService, clk *testingclock.FakeC
 	t.Fatalf("no running container %s", name)
 }
 
-func syncOnce(t *testing.T, m *Manager, pod *v1.Pod) SyncResult {
+func syncOnce(t *testing.T, m *Manager, pod *v1.Pod) kubecontainer.SyncResult {
 	t.Helper()
 	ctx := context.Background()
 	st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
@@ -96,14 +98,14 @@ func TestCrashLoopBackOff(t *testing.T) {
 		crash(t, rt, clk, "c", 1)
 		res := syncOnce(t, m, pod)
 		w, ok := res.Waiting["c"]
-		if !ok || w.Reason != ReasonCrashLoopBackOff {
+		if !ok || w.Reason != kubecontainer.ReasonCrashLoopBackOff {
 			t.Fatalf("attempt %d: want CrashLoopBackOff, got %+v", attempt, res.Waiting)
 		}
 		if res.RequeueAfter != wantDelay {
 			t.Errorf("attempt %d: requeue after %v, want %v", attempt, res.RequeueAfter, wantDelay)
 		}
 		clk.Step(wantDelay - time.Second)
-		if res := syncOnce(t, m, pod); res.Waiting["c"].Reason != ReasonCrashLoopBackOff {
+		if res := syncOnce(t, m, pod); res.Waiting["c"].Reason != kubecontainer.ReasonCrashLoopBackOff {
 			t.Fatalf("attempt %d: restarted 1 s before the %v back-off ended", attempt, wantDelay)
 		}
 		clk.Step(time.Second)

@@ -14,36 +14,19 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
 // minGracePeriod is the shortest grace a container gets, as upstream.
-const minGracePeriod int64 = 2
-
-// GracePeriod picks the grace period for stopping: an override (a deletion's
-// grace), else the pod's terminationGracePeriodSeconds, else what the pod was
-// started with, else the API default; never below 2 s.
-func GracePeriod(pod *v1.Pod, running *RunningPod, override *int64) int64 {
-	g := podspec.DefaultGracePeriodSeconds
-	switch {
-	case override != nil:
-		g = *override
-	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
-		g = *pod.Spec.TerminationGracePeriodSeconds
-	case running != nil && running.GracePeriod >= 0:
-		g = running.GracePeriod
-	}
-	return max(g, minGracePeriod)
-}
-
 // KillPod stops the pod's running containers, each within the grace
 // period: the app containers (and any the spec does not name) in parallel
 // first, then the sidecars one by one in reverse order with what is left
 // of the grace period, as upstream; then its sandboxes. pod may be nil for a
 // pod nodelet only knows from the runtime.
-func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *RunningPod, override *int64) error {
-	grace := GracePeriod(pod, running, override)
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, override *int64) error {
+	grace := kubecontainer.GracePeriod(pod, running, override)
 	deadline := m.clock.Now().Add(time.Duration(grace) * time.Second)
 	sidecarOrder := map[string]int{}
 	if pod != nil {
@@ -110,15 +93,15 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *RunningPod,
 }
 
 // killPodWithStatus is KillPod for a pod whose full status is at hand.
-func (m *Manager) killPodWithStatus(ctx context.Context, pod *v1.Pod, status *PodStatus, override *int64) error {
+func (m *Manager) killPodWithStatus(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, override *int64) error {
 	return m.KillPod(ctx, pod, RunningFromStatus(status, nil), override)
 }
 
 // RunningFromStatus turns a full status into the RunningPod that KillPod
 // and RemovePod take; the grace period comes from what the runtime listed
 // (listed may be nil).
-func RunningFromStatus(status *PodStatus, listed *RunningPod) *RunningPod {
-	rp := &RunningPod{UID: status.UID, Name: status.Name, Namespace: status.Namespace, GracePeriod: -1, PodIP: first(status.IPs)}
+func RunningFromStatus(status *kubecontainer.PodStatus, listed *kubecontainer.RunningPod) *kubecontainer.RunningPod {
+	rp := &kubecontainer.RunningPod{UID: status.UID, Name: status.Name, Namespace: status.Namespace, GracePeriod: -1, PodIP: first(status.IPs)}
 	if listed != nil {
 		rp.GracePeriod = listed.GracePeriod
 	}
@@ -138,7 +121,7 @@ func RunningFromStatus(status *PodStatus, listed *RunningPod) *RunningPod {
 // period ran out, both done by the runtime. The hook's time counts against
 // the grace period, which never drops below 2 s.
 func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id, name, podIP, message string, grace *int64) error {
-	g := GracePeriod(pod, nil, grace)
+	g := kubecontainer.GracePeriod(pod, nil, grace)
 	if pod != nil {
 		m.event(pod, c, v1.EventTypeNormal, "Killing", message)
 	}
@@ -148,7 +131,7 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		if out, err := m.cfg.Hooks.Hook(ctx, t, c.Lifecycle.PreStop, time.Duration(g)*time.Second); err != nil {
 			m.event(pod, c, v1.EventTypeWarning, "FailedPreStopHook", fmt.Sprintf("PreStopHook failed: %v %s", err, out))
 		}
-		g = max(g-int64(m.clock.Since(start).Seconds()), minGracePeriod)
+		g = max(g-int64(m.clock.Since(start).Seconds()), kubecontainer.MinGracePeriod)
 	}
 	klog.FromContext(ctx).V(2).Info("Killing container", "pod", klog.KObj(pod), "container", name, "containerID", id, "gracePeriod", g, "reason", message)
 	if err := m.rt.StopContainer(ctx, id, g); err != nil && !isNotFound(err) {
@@ -160,7 +143,7 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 
 // RemovePod removes everything the runtime has of a stopped pod, and its
 // log directory.
-func (m *Manager) RemovePod(ctx context.Context, running *RunningPod) error {
+func (m *Manager) RemovePod(ctx context.Context, running *kubecontainer.RunningPod) error {
 	var all []error
 	for _, c := range running.Containers {
 		if err := m.rt.RemoveContainer(ctx, c.Id); err != nil && !isNotFound(err) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/cm"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
@@ -91,7 +92,7 @@ type Manager struct {
 	// entry is valid while ListContainers reports the same state, so a
 	// resync asks the runtime only about containers that changed.
 	mu          sync.Mutex
-	statusCache map[string]*ContainerStatus
+	statusCache map[string]*kubecontainer.ContainerStatus
 	// backoffReported holds the exited containers whose back-off was
 	// already announced with a BackOff event: one event per crash.
 	backoffReported map[string]bool
@@ -114,7 +115,7 @@ func NewManager(cfg Config) *Manager {
 		rt:          cfg.Runtime,
 		clock:       cfg.Clock,
 		backoff:     flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, cfg.Clock),
-		statusCache: map[string]*ContainerStatus{},
+		statusCache: map[string]*kubecontainer.ContainerStatus{},
 
 		backoffReported: map[string]bool{},
 	}
@@ -131,7 +132,7 @@ func (m *Manager) Runtime() internalapi.RuntimeService { return m.rt }
 
 // GetPods lists every pod the runtime has, by the io.kubernetes.pod.uid label
 // of its sandboxes and containers. Two CRI calls.
-func (m *Manager) GetPods(ctx context.Context) ([]*RunningPod, error) {
+func (m *Manager) GetPods(ctx context.Context) ([]*kubecontainer.RunningPod, error) {
 	sandboxes, err := m.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
@@ -140,15 +141,15 @@ func (m *Manager) GetPods(ctx context.Context) ([]*RunningPod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	pods := map[types.UID]*RunningPod{}
-	get := func(labels map[string]string) *RunningPod {
+	pods := map[types.UID]*kubecontainer.RunningPod{}
+	get := func(labels map[string]string) *kubecontainer.RunningPod {
 		uid := types.UID(labels[PodUIDLabel])
 		if uid == "" {
 			return nil
 		}
 		p := pods[uid]
 		if p == nil {
-			p = &RunningPod{UID: uid, Name: labels[PodNameLabel], Namespace: labels[PodNamespaceLabel], GracePeriod: -1}
+			p = &kubecontainer.RunningPod{UID: uid, Name: labels[PodNameLabel], Namespace: labels[PodNamespaceLabel], GracePeriod: -1}
 			pods[uid] = p
 		}
 		return p
@@ -166,7 +167,7 @@ func (m *Manager) GetPods(ctx context.Context) ([]*RunningPod, error) {
 			}
 		}
 	}
-	out := make([]*RunningPod, 0, len(pods))
+	out := make([]*kubecontainer.RunningPod, 0, len(pods))
 	for _, p := range pods {
 		out = append(out, p)
 	}
@@ -175,8 +176,8 @@ func (m *Manager) GetPods(ctx context.Context) ([]*RunningPod, error) {
 }
 
 // GetPodStatus reads what the runtime has for the pod with uid.
-func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error) {
-	status := &PodStatus{UID: uid, Name: name, Namespace: namespace}
+func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubecontainer.PodStatus, error) {
+	status := &kubecontainer.PodStatus{UID: uid, Name: name, Namespace: namespace}
 	sandboxes, err := m.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{PodUIDLabel: string(uid)}})
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
@@ -214,7 +215,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	return status, nil
 }
 
-func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*ContainerStatus, error) {
+func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*kubecontainer.ContainerStatus, error) {
 	m.mu.Lock()
 	cached := m.statusCache[c.Id]
 	m.mu.Unlock()
@@ -229,7 +230,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 	if s == nil {
 		return nil, fmt.Errorf("container status %s: empty answer", c.Id)
 	}
-	cs := &ContainerStatus{
+	cs := &kubecontainer.ContainerStatus{
 		ID:                       s.Id,
 		Name:                     s.GetMetadata().GetName(),
 		SandboxID:                c.PodSandboxId,

@@ -15,66 +15,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/images"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/prober"
 )
-
-// Waiting reasons SyncPod reports for containers it did not get running.
-const (
-	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
-	ReasonCreateContainerConfigError = "CreateContainerConfigError"
-	ReasonCreateContainerError       = "CreateContainerError"
-	ReasonRunContainerError          = "RunContainerError"
-	ReasonContainerCreating          = "ContainerCreating"
-	ReasonPodInitializing            = "PodInitializing"
-)
-
-// DefaultWaitingReason is why a container the runtime does not have yet is
-// waiting, as upstream: PodInitializing in a pod with init containers (app,
-// init and ephemeral containers alike), ContainerCreating otherwise.
-func DefaultWaitingReason(pod *v1.Pod) string {
-	if len(pod.Spec.InitContainers) > 0 {
-		return ReasonPodInitializing
-	}
-	return ReasonContainerCreating
-}
-
-// Waiting says why a container is not running.
-type Waiting struct {
-	Reason  string
-	Message string
-}
-
-// SyncResult is what one SyncPod did not manage, for the pod's status.
-type SyncResult struct {
-	// Waiting maps container names to why nodelet did not (or could not)
-	// start them in this sync.
-	Waiting map[string]Waiting
-	// RequeueAfter asks for another sync when a back-off ends; 0 for none.
-	RequeueAfter time.Duration
-	// InitFailed: an init container failed under restartPolicy Never.
-	InitFailed bool
-	// Changed: the sync created, started or stopped something, so the
-	// status read before it is stale.
-	Changed bool
-}
-
-func (r *SyncResult) wait(name, reason, msg string) {
-	if r.Waiting == nil {
-		r.Waiting = map[string]Waiting{}
-	}
-	r.Waiting[name] = Waiting{Reason: reason, Message: msg}
-}
-
-func (r *SyncResult) requeue(d time.Duration) {
-	if d <= 0 {
-		d = time.Second
-	}
-	if r.RequeueAfter == 0 || d < r.RequeueAfter {
-		r.RequeueAfter = d
-	}
-}
 
 // PodEnv is what SyncPod needs to know about the node and the pod's volumes.
 type PodEnv struct {
@@ -89,9 +34,9 @@ type PodEnv struct {
 // (status, from GetPodStatus). The returned error is for failures worth a
 // retry (the runtime refused a sandbox); per-container problems are in the
 // result's Waiting.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, env PodEnv) (SyncResult, error) {
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, env PodEnv) (kubecontainer.SyncResult, error) {
 	logger := klog.FromContext(ctx)
-	var res SyncResult
+	var res kubecontainer.SyncResult
 	a := computePodActions(pod, status, env.Probes)
 	res.InitFailed = a.InitFailed
 
@@ -148,7 +93,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 		if err != nil {
 			m.event(pod, nil, v1.EventTypeWarning, "FailedCreatePodSandBox", fmt.Sprintf("Failed to create pod sandbox: %v", err))
 			for _, i := range a.ContainersToStart {
-				res.wait(pod.Spec.Containers[i].Name, DefaultWaitingReason(pod), "")
+				res.Wait(pod.Spec.Containers[i].Name, kubecontainer.DefaultWaitingReason(pod), "")
 			}
 			return res, fmt.Errorf("create pod sandbox: %w", err)
 		}
@@ -182,8 +127,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 			logger.Error(err, "Failed to start container", "pod", klog.KObj(pod), "container", c.Name)
 		}
 		if w != nil {
-			res.wait(c.Name, w.Reason, w.Message)
-			res.requeue(requeue)
+			res.Wait(c.Name, w.Reason, w.Message)
+			res.Requeue(requeue)
 			return false
 		}
 		return true
@@ -195,11 +140,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 		if start(c) && a.SidecarStarted {
 			// The next init container may start as soon as this sidecar
 			// runs: look again shortly rather than at the next relist.
-			res.requeue(sidecarRecheck)
+			res.Requeue(sidecarRecheck)
 		}
 		// App containers wait for the init containers.
 		for _, ac := range pod.Spec.Containers {
-			res.wait(ac.Name, ReasonPodInitializing, "")
+			res.Wait(ac.Name, kubecontainer.ReasonPodInitializing, "")
 		}
 	} else {
 		for _, i := range a.SidecarsToStart {
@@ -214,8 +159,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, e
 
 // startContainer pulls, creates and starts one container unless it is in
 // back-off. A non-nil Waiting says why it did not start.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, sandboxID string,
-	sandboxCfg *runtimeapi.PodSandboxConfig, facts podFacts, volumePaths map[string]string) (*Waiting, time.Duration, error) {
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *kubecontainer.PodStatus, sandboxID string,
+	sandboxCfg *runtimeapi.PodSandboxConfig, facts podFacts, volumePaths map[string]string) (*kubecontainer.Waiting, time.Duration, error) {
 	latest := status.Latest(c.Name)
 	key := backoffKey(pod, c)
 	if latest != nil && latest.State == runtimeapi.ContainerState_CONTAINER_EXITED {
@@ -226,7 +171,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 				m.event(pod, c, v1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.Name, podspec.FullName(pod)))
 			}
 			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, podspec.FullName(pod))
-			return &Waiting{Reason: ReasonCrashLoopBackOff, Message: msg}, delay - m.clock.Since(ts), nil
+			return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCrashLoopBackOff, Message: msg}, delay - m.clock.Since(ts), nil
 		}
 		m.backoff.Next(key, ts)
 	}
@@ -235,9 +180,9 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	if err != nil {
 		var ie *images.Error
 		if errors.As(err, &ie) {
-			return &Waiting{Reason: ie.Reason, Message: ie.Message}, ie.RetryAfter, err
+			return &kubecontainer.Waiting{Reason: ie.Reason, Message: ie.Message}, ie.RetryAfter, err
 		}
-		return &Waiting{Reason: images.ReasonErrImagePull, Message: err.Error()}, images.BackoffInitial, err
+		return &kubecontainer.Waiting{Reason: images.ReasonErrImagePull, Message: err.Error()}, images.BackoffInitial, err
 	}
 
 	restartCount := 0
@@ -248,41 +193,41 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	if err := m.verifyRunAsNonRoot(ctx, pod, c, imageRef); err != nil {
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
-		return &Waiting{Reason: ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
+		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
 	}
 	cfg, err := m.containerConfig(ctx, pod, c, restartCount, imageRef, facts, volumePaths)
 	if err != nil {
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
-		return &Waiting{Reason: ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
+		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
 	}
 	if target := ephemeralTarget(pod, c); target != "" {
 		// Debug containers join the target's process namespace.
 		t := status.Latest(target)
 		if t == nil || t.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			msg := fmt.Sprintf("target container %q is not running", target)
-			return &Waiting{Reason: ReasonCreateContainerConfigError, Message: msg}, 10 * time.Second, errors.New(msg)
+			return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerConfigError, Message: msg}, 10 * time.Second, errors.New(msg)
 		}
 		ns := cfg.Linux.SecurityContext.NamespaceOptions
 		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, t.ID
 	}
 	if err := os.MkdirAll(filepath.Join(sandboxCfg.LogDirectory, c.Name), 0o755); err != nil {
-		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, time.Second, err
+		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerError, Message: err.Error()}, time.Second, err
 	}
 	if err := m.gate.acquire(ctx, true); err != nil {
-		return &Waiting{Reason: DefaultWaitingReason(pod)}, time.Second, err
+		return &kubecontainer.Waiting{Reason: kubecontainer.DefaultWaitingReason(pod)}, time.Second, err
 	}
 	id, err := m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {
 		m.gate.release(true)
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
-		return &Waiting{Reason: ReasonCreateContainerError, Message: err.Error()}, 10 * time.Second, err
+		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerError, Message: err.Error()}, 10 * time.Second, err
 	}
 	m.event(pod, c, v1.EventTypeNormal, "Created", fmt.Sprintf("Created container: %s", c.Name))
 	err = m.rt.StartContainer(ctx, id)
 	m.gate.release(true)
 	if err != nil {
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
-		return &Waiting{Reason: ReasonRunContainerError, Message: err.Error()}, 10 * time.Second, err
+		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonRunContainerError, Message: err.Error()}, 10 * time.Second, err
 	}
 	m.event(pod, c, v1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.Name))
 	metrics.StartedContainers.WithLabelValues(containerType(pod, c.Name)).Inc()
@@ -294,7 +239,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 			if kerr := m.killContainer(ctx, pod, c, id, c.Name, first(facts.PodIPs), "FailedPostStartHook", nil); kerr != nil {
 				return nil, 0, kerr
 			}
-			return &Waiting{Reason: "PostStartHookError", Message: msg}, 0, err
+			return &kubecontainer.Waiting{Reason: "PostStartHookError", Message: msg}, 0, err
 		}
 	}
 	return nil, 0, nil
@@ -337,7 +282,7 @@ func restartCountFromLogs(podLogDir, name string) int {
 // names in starting, whose new container becomes the current one), with
 // their log files, and sandboxes that are neither the newest nor ready nor
 // hold containers any more.
-func (m *Manager) prune(ctx context.Context, pod *v1.Pod, status *PodStatus, starting map[string]bool) {
+func (m *Manager) prune(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, starting map[string]bool) {
 	logger := klog.FromContext(ctx)
 	seen := map[string]int{}
 	removed := map[string]bool{}

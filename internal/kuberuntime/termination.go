@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
 // Upstream's limits on termination messages.
@@ -17,7 +19,7 @@ const (
 // terminationMessage is an exited container's message, as upstream: the
 // termination message file if it has anything, else the runtime's message,
 // else (FallbackToLogsOnError, failed) the tail of its log.
-func terminationMessage(cs *ContainerStatus) string {
+func terminationMessage(cs *kubecontainer.ContainerStatus) string {
 	msg := cs.Message
 	if p := cs.TerminationMessageHostPath; p != "" {
 		if data, err := readLimited(p, maxMessageBytes); err == nil && len(data) > 0 {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
 func TestTerminationMessage(t *testing.T) {
@@ -23,16 +25,16 @@ func TestTerminationMessage(t *testing.T) {
 	fallback := "FallbackToLogsOnError"
 	tests := []struct {
 		name string
-		cs   ContainerStatus
+		cs   kubecontainer.ContainerStatus
 		want string
 	}{
-		{"file", ContainerStatus{TerminationMessageHostPath: msgFile, Message: "runtime"}, "from the file"},
-		{"empty file: the runtime's message", ContainerStatus{TerminationMessageHostPath: empty, Message: "runtime"}, "runtime"},
-		{"file cut at 4096 bytes", ContainerStatus{TerminationMessageHostPath: big}, strings.Repeat("x", 4096)},
-		{"log tail on failure", ContainerStatus{TerminationMessageHostPath: empty, TerminationMessagePolicy: fallback, ExitCode: 1, LogPath: log},
+		{"file", kubecontainer.ContainerStatus{TerminationMessageHostPath: msgFile, Message: "runtime"}, "from the file"},
+		{"empty file: the runtime's message", kubecontainer.ContainerStatus{TerminationMessageHostPath: empty, Message: "runtime"}, "runtime"},
+		{"file cut at 4096 bytes", kubecontainer.ContainerStatus{TerminationMessageHostPath: big}, strings.Repeat("x", 4096)},
+		{"log tail on failure", kubecontainer.ContainerStatus{TerminationMessageHostPath: empty, TerminationMessagePolicy: fallback, ExitCode: 1, LogPath: log},
 			"first line\npart two\n"},
-		{"no log tail on success", ContainerStatus{TerminationMessageHostPath: empty, TerminationMessagePolicy: fallback, LogPath: log}, ""},
-		{"no log tail with File policy", ContainerStatus{TerminationMessagePolicy: "File", ExitCode: 1, LogPath: log}, ""},
+		{"no log tail on success", kubecontainer.ContainerStatus{TerminationMessageHostPath: empty, TerminationMessagePolicy: fallback, LogPath: log}, ""},
+		{"no log tail with File policy", kubecontainer.ContainerStatus{TerminationMessagePolicy: "File", ExitCode: 1, LogPath: log}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,127 +2,17 @@ package kuberuntime
 
 import (
 	"sort"
-	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
-
-// PodStatus is what the runtime has for one pod: its sandboxes and
-// containers, newest first.
-type PodStatus struct {
-	UID       types.UID
-	Name      string
-	Namespace string
-	// Sandboxes, newest first.
-	Sandboxes []*runtimeapi.PodSandboxStatus
-	// IPs of the newest ready sandbox.
-	IPs []string
-	// Containers of every sandbox, newest first.
-	Containers []*ContainerStatus
-}
-
-// ContainerStatus is one container as the runtime reports it.
-type ContainerStatus struct {
-	ID           string
-	Name         string
-	SandboxID    string
-	State        runtimeapi.ContainerState
-	CreatedAt    time.Time
-	StartedAt    time.Time
-	FinishedAt   time.Time
-	ExitCode     int32
-	Reason       string
-	Message      string
-	Image        string
-	ImageRef     string
-	Attempt      uint32
-	RestartCount int
-	Hash         string
-	// LogPath is the container's log file on the host.
-	LogPath string
-	// TerminationMessageHostPath is the host side of the termination
-	// message file mounted into the container, if any.
-	TerminationMessageHostPath string
-	TerminationMessagePolicy   string
-}
-
-// Latest returns the newest status of the container named name, or nil.
-func (s *PodStatus) Latest(name string) *ContainerStatus {
-	for _, c := range s.Containers {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
-// latestIn returns the newest status of the container named name in the
-// sandbox with sandboxID, or nil.
-func (s *PodStatus) latestIn(name, sandboxID string) *ContainerStatus {
-	for _, c := range s.Containers {
-		if c.Name == name && c.SandboxID == sandboxID {
-			return c
-		}
-	}
-	return nil
-}
-
-// Previous returns the second newest status of the container named name.
-func (s *PodStatus) Previous(name string) *ContainerStatus {
-	seen := false
-	for _, c := range s.Containers {
-		if c.Name == name {
-			if seen {
-				return c
-			}
-			seen = true
-		}
-	}
-	return nil
-}
-
-// SandboxReady reports whether the newest sandbox is ready.
-func (s *PodStatus) SandboxReady() bool {
-	return len(s.Sandboxes) > 0 && s.Sandboxes[0].GetState() == runtimeapi.PodSandboxState_SANDBOX_READY
-}
-
-// RunningPod is a pod as the runtime lists it: cheap to get for every pod at
-// once (one ListPodSandbox and one ListContainers), enough to see changes and
-// to stop it without its spec.
-type RunningPod struct {
-	UID       types.UID
-	Name      string
-	Namespace string
-	// GracePeriod is the termination grace period the pod was started with,
-	// read back from its containers' annotations (-1 when unknown).
-	GracePeriod int64
-	// PodIP is the sandbox's IP when known (for preStop httpGet hooks).
-	PodIP      string
-	Sandboxes  []*runtimeapi.PodSandbox
-	Containers []*runtimeapi.Container
-}
-
-// Running reports whether anything of the pod still runs.
-func (p *RunningPod) Running() bool {
-	for _, s := range p.Sandboxes {
-		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			return true
-		}
-	}
-	for _, c := range p.Containers {
-		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			return true
-		}
-	}
-	return false
-}
 
 func sortSandboxes(s []*runtimeapi.PodSandboxStatus) {
 	sort.SliceStable(s, func(i, j int) bool { return s[i].CreatedAt > s[j].CreatedAt })
 }
 
-func sortContainers(c []*ContainerStatus) {
+func sortContainers(c []*kubecontainer.ContainerStatus) {
 	sort.SliceStable(c, func(i, j int) bool {
 		if !c[i].CreatedAt.Equal(c[j].CreatedAt) {
 			return c[i].CreatedAt.After(c[j].CreatedAt)

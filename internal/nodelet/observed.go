@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/pleg"
 )
 
@@ -36,7 +36,7 @@ var (
 )
 
 // record stores what a sync of the pod saw.
-func (o *observed) record(rs *kuberuntime.PodStatus) {
+func (o *observed) record(rs *kubecontainer.PodStatus) {
 	if rs == nil {
 		return
 	}

@@ -5,7 +5,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/pleg"
 )
 
@@ -14,10 +14,10 @@ func TestObservedDropsOnlyWhatTheSyncSaw(t *testing.T) {
 	exited := runtimeapi.ContainerState_CONTAINER_EXITED.String()
 	ready := runtimeapi.PodSandboxState_SANDBOX_READY.String()
 	notReady := runtimeapi.PodSandboxState_SANDBOX_NOTREADY.String()
-	rs := &kuberuntime.PodStatus{
+	rs := &kubecontainer.PodStatus{
 		UID:       "p1",
 		Sandboxes: []*runtimeapi.PodSandboxStatus{{Id: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY}},
-		Containers: []*kuberuntime.ContainerStatus{
+		Containers: []*kubecontainer.ContainerStatus{
 			{ID: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 			// An init container that had already finished when the sync
 			// read the runtime after starting it.

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/podspec"
@@ -46,14 +47,14 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 	if exceeded, _ := n.pastActiveDeadline(pod); exceeded {
 		return 0, n.failPastDeadline(ctx, pod, rs)
 	}
-	var res kuberuntime.SyncResult
+	var res kubecontainer.SyncResult
 	paths, err := n.volumes.Setup(ctx, pod)
 	if err != nil {
 		msg := fmt.Sprintf("MountVolume.SetUp failed: %v", err)
 		n.recorder.Event(pod, v1.EventTypeWarning, "FailedMount", msg)
 		for _, c := range pod.Spec.Containers {
 			if cs := rs.Latest(c.Name); cs == nil {
-				res.Waiting = map[string]kuberuntime.Waiting{c.Name: {Reason: kuberuntime.DefaultWaitingReason(pod), Message: msg}}
+				res.Waiting = map[string]kubecontainer.Waiting{c.Name: {Reason: kubecontainer.DefaultWaitingReason(pod), Message: msg}}
 			}
 		}
 		n.setStatus(ctx, pod, rs, res)
@@ -83,7 +84,7 @@ func (n *Nodelet) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, erro
 }
 
 // syncProbes gives the prober the pod's running app containers.
-func (n *Nodelet) syncProbes(pod *v1.Pod, rs *kuberuntime.PodStatus) {
+func (n *Nodelet) syncProbes(pod *v1.Pod, rs *kubecontainer.PodStatus) {
 	var running []prober.Container
 	add := func(c *v1.Container) {
 		if cs := rs.Latest(c.Name); cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
@@ -110,7 +111,7 @@ func (n *Nodelet) syncProbes(pod *v1.Pod, rs *kuberuntime.PodStatus) {
 // setStatus computes and records the pod's status. The first status of an
 // API pod continues from what the API has (start time, transition times,
 // a terminal phase).
-func (n *Nodelet) setStatus(ctx context.Context, pod *v1.Pod, rs *kuberuntime.PodStatus, res kuberuntime.SyncResult) v1.PodStatus {
+func (n *Nodelet) setStatus(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult) v1.PodStatus {
 	var prev *v1.PodStatus
 	if old, ok := n.statuses.Get(pod.UID); ok {
 		prev = &old
@@ -133,7 +134,7 @@ func (n *Nodelet) setStatus(ctx context.Context, pod *v1.Pod, rs *kuberuntime.Po
 }
 
 // StopPod implements podworkers.Syncer: it stops the pod gracefully.
-func (n *Nodelet) StopPod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, grace *int64) error {
+func (n *Nodelet) StopPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, grace *int64) error {
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
 	n.prober.RemovePod(uid)
@@ -156,7 +157,7 @@ func (n *Nodelet) StopPod(ctx context.Context, pod *v1.Pod, running *kuberuntime
 // sandboxes, containers, logs and directories. A pod deleted in the API
 // gets its final status written and is then deleted for good; a static
 // pod's mirror pod is deleted.
-func (n *Nodelet) CleanupPod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod) error {
+func (n *Nodelet) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod) error {
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
 	// What is left after stopping: every sandbox and container, stopped.
@@ -165,7 +166,7 @@ func (n *Nodelet) CleanupPod(ctx context.Context, pod *v1.Pod, running *kuberunt
 		return err
 	}
 	if pod != nil && n.syncer != nil && pod.DeletionTimestamp != nil && !podspec.IsStatic(pod) {
-		final := n.setStatus(ctx, pod, rs, kuberuntime.SyncResult{})
+		final := n.setStatus(ctx, pod, rs, kubecontainer.SyncResult{})
 		final.Phase = finalPhase(final)
 		if err := n.syncer.Finish(ctx, pod, final); err != nil {
 			return err
@@ -207,7 +208,7 @@ func finalPhase(st v1.PodStatus) v1.PodPhase {
 	return v1.PodSucceeded
 }
 
-func podIdentity(pod *v1.Pod, running *kuberuntime.RunningPod) (uid types.UID, name, ns string) {
+func podIdentity(pod *v1.Pod, running *kubecontainer.RunningPod) (uid types.UID, name, ns string) {
 	if pod != nil {
 		return pod.UID, pod.Name, pod.Namespace
 	}
@@ -232,13 +233,13 @@ func (n *Nodelet) pastActiveDeadline(pod *v1.Pod) (bool, time.Duration) {
 
 // failPastDeadline stops a pod past its active deadline and reports it
 // Failed with reason DeadlineExceeded, as upstream.
-func (n *Nodelet) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kuberuntime.PodStatus) error {
+func (n *Nodelet) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus) error {
 	const msg = "Pod was active on the node longer than the specified deadline"
 	if st, _ := n.statuses.Get(pod.UID); st.Reason != reasonDeadlineExceeded {
 		n.recorder.Event(pod, v1.EventTypeNormal, reasonDeadlineExceeded, msg)
 	}
-	fail := func(rs *kuberuntime.PodStatus) {
-		st := n.setStatus(ctx, pod, rs, kuberuntime.SyncResult{})
+	fail := func(rs *kubecontainer.PodStatus) {
+		st := n.setStatus(ctx, pod, rs, kubecontainer.SyncResult{})
 		st.Phase, st.Reason, st.Message = v1.PodFailed, reasonDeadlineExceeded, msg
 		n.statuses.Set(ctx, pod, st)
 	}

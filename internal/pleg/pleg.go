@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/metrics"
 )
 
@@ -43,7 +43,7 @@ type Event struct {
 
 // Lister lists every pod the runtime has.
 type Lister interface {
-	GetPods(ctx context.Context) ([]*kuberuntime.RunningPod, error)
+	GetPods(ctx context.Context) ([]*kubecontainer.RunningPod, error)
 }
 
 // Config configures a Generic PLEG.
@@ -74,7 +74,7 @@ type Generic struct {
 	pending   pending     // stopped IDs the runtime's list may not show yet
 
 	mu          sync.Mutex
-	pods        []*kuberuntime.RunningPod
+	pods        []*kubecontainer.RunningPod
 	lastSuccess time.Time
 	lastStart   time.Time // of the last relist, for its interval
 	lastErr     error
@@ -280,7 +280,7 @@ func (g *Generic) Healthy() error {
 
 // RunningPods returns what the last successful relist saw, and whether
 // there was one. The slice is shared: read it, never change it.
-func (g *Generic) RunningPods() ([]*kuberuntime.RunningPod, bool) {
+func (g *Generic) RunningPods() ([]*kubecontainer.RunningPod, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.pods, !g.lastSuccess.IsZero()

@@ -10,20 +10,20 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
 type fakeLister struct {
-	pods []*kuberuntime.RunningPod
+	pods []*kubecontainer.RunningPod
 	err  error
 }
 
-func (f *fakeLister) GetPods(context.Context) ([]*kuberuntime.RunningPod, error) {
+func (f *fakeLister) GetPods(context.Context) ([]*kubecontainer.RunningPod, error) {
 	return f.pods, f.err
 }
 
-func rpod(uid string, boxState runtimeapi.PodSandboxState, containers map[string]runtimeapi.ContainerState) *kuberuntime.RunningPod {
-	p := &kuberuntime.RunningPod{UID: types.UID("u-" + uid)}
+func rpod(uid string, boxState runtimeapi.PodSandboxState, containers map[string]runtimeapi.ContainerState) *kubecontainer.RunningPod {
+	p := &kubecontainer.RunningPod{UID: types.UID("u-" + uid)}
 	p.Sandboxes = []*runtimeapi.PodSandbox{{Id: uid + "-box", State: boxState}}
 	for id, st := range containers {
 		p.Containers = append(p.Containers, &runtimeapi.Container{Id: id, State: st})
@@ -55,7 +55,7 @@ func drainEvents(g *Generic) map[string]*Event {
 func TestRelistEmitsChanges(t *testing.T) {
 	ready := runtimeapi.PodSandboxState_SANDBOX_READY
 	run, exit := runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED
-	l := &fakeLister{pods: []*kuberuntime.RunningPod{rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run, "c2": run})}}
+	l := &fakeLister{pods: []*kubecontainer.RunningPod{rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run, "c2": run})}}
 	clk := testingclock.NewFakeClock(time.Now())
 	g := New(Config{Lister: l, Period: time.Second, Clock: clk, UnhealthyAfter: time.Minute})
 	ctx := context.Background()
@@ -68,7 +68,7 @@ func TestRelistEmitsChanges(t *testing.T) {
 	if ev := drain(g); len(ev) != 0 {
 		t.Fatalf("an unchanged relist emitted %v", ev)
 	}
-	l.pods = []*kuberuntime.RunningPod{rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit, "c3": run})}
+	l.pods = []*kubecontainer.RunningPod{rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit, "c3": run})}
 	g.Relist(ctx)
 	want := map[string]EventType{"c1": ContainerDied, "c2": ContainerRemoved, "c3": ContainerStarted}
 	wantState := map[string]string{"c1": exit.String(), "c2": "", "c3": run.String()}

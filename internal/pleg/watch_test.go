@@ -12,24 +12,24 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
 // lockedLister is a fakeLister safe for the Run goroutine.
 type lockedLister struct {
 	mu    sync.Mutex
-	pods  []*kuberuntime.RunningPod
+	pods  []*kubecontainer.RunningPod
 	calls atomic.Int32
 }
 
-func (l *lockedLister) GetPods(context.Context) ([]*kuberuntime.RunningPod, error) {
+func (l *lockedLister) GetPods(context.Context) ([]*kubecontainer.RunningPod, error) {
 	l.calls.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.pods, nil
 }
 
-func (l *lockedLister) set(p ...*kuberuntime.RunningPod) {
+func (l *lockedLister) set(p ...*kubecontainer.RunningPod) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pods = p

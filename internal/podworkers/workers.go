@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
 // Syncer does the work for one pod.
@@ -22,10 +22,10 @@ type Syncer interface {
 	// StopPod stops the pod's containers and sandboxes within the grace
 	// period (pod may be nil for a pod only the runtime knows, then running
 	// is set).
-	StopPod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod, gracePeriod *int64) error
+	StopPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, gracePeriod *int64) error
 	// CleanupPod removes what is left of a stopped pod: its final status
 	// and API object, its containers, sandboxes and volumes.
-	CleanupPod(ctx context.Context, pod *v1.Pod, running *kuberuntime.RunningPod) error
+	CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod) error
 }
 
 // firstErrorDelay is the first retry after a failed sync, doubling up to a
@@ -60,7 +60,7 @@ type worker struct {
 
 	mu          sync.Mutex
 	pod         *v1.Pod
-	running     *kuberuntime.RunningPod
+	running     *kubecontainer.RunningPod
 	terminate   bool
 	gracePeriod *int64
 	// stopping: StopPod is in flight; a shorter grace period restarts it.
@@ -96,7 +96,7 @@ func (ws *Workers) Sync(pod *v1.Pod) {
 
 // Terminate asks the pod's worker to stop the pod. pod or running says what
 // to stop; gracePeriod overrides the pod's own when not nil.
-func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kuberuntime.RunningPod, gracePeriod *int64) {
+func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kubecontainer.RunningPod, gracePeriod *int64) {
 	w := ws.get(uid, true)
 	if w == nil {
 		return
@@ -109,7 +109,7 @@ func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kuberuntime.Ru
 		w.running = running
 	}
 	shorter := gracePeriod != nil &&
-		kuberuntime.GracePeriod(w.pod, w.running, gracePeriod) < kuberuntime.GracePeriod(w.pod, w.running, w.gracePeriod)
+		kubecontainer.GracePeriod(w.pod, w.running, gracePeriod) < kubecontainer.GracePeriod(w.pod, w.running, w.gracePeriod)
 	if shorter {
 		w.gracePeriod = gracePeriod
 	}
@@ -121,7 +121,7 @@ func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kuberuntime.Ru
 	case !w.terminate:
 		w.cancel()
 	case shorter && w.stopping:
-		klog.FromContext(ws.ctx).Info("Restarting the pod's termination with a shorter grace period", "podUID", uid, "gracePeriod", kuberuntime.GracePeriod(w.pod, w.running, gracePeriod))
+		klog.FromContext(ws.ctx).Info("Restarting the pod's termination with a shorter grace period", "podUID", uid, "gracePeriod", kubecontainer.GracePeriod(w.pod, w.running, gracePeriod))
 		w.cancel()
 	}
 	w.terminate = true

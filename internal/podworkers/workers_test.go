@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
 type call struct {
@@ -67,11 +67,11 @@ func (f *fakeSyncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, e
 	return f.next, nil
 }
 
-func (f *fakeSyncer) StopPod(ctx context.Context, pod *v1.Pod, _ *kuberuntime.RunningPod, _ *int64) error {
+func (f *fakeSyncer) StopPod(ctx context.Context, pod *v1.Pod, _ *kubecontainer.RunningPod, _ *int64) error {
 	return f.blockingOp(ctx, pod.UID, "terminate", f.termBlock, &f.termCanceled)
 }
 
-func (f *fakeSyncer) CleanupPod(ctx context.Context, pod *v1.Pod, _ *kuberuntime.RunningPod) error {
+func (f *fakeSyncer) CleanupPod(ctx context.Context, pod *v1.Pod, _ *kubecontainer.RunningPod) error {
 	return f.blockingOp(ctx, pod.UID, "cleanup", f.cleanBlock, &f.cleanCanceled)
 }
 

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -154,7 +154,7 @@ func anyAppContainerStarted(pod *v1.Pod, statuses []v1.ContainerStatus) bool {
 
 // ReadyToStartContainersCondition is True while the pod has a ready
 // sandbox with its network (an IP, or the host's network).
-func ReadyToStartContainersCondition(pod *v1.Pod, rs *kuberuntime.PodStatus) v1.PodCondition {
+func ReadyToStartContainersCondition(pod *v1.Pod, rs *kubecontainer.PodStatus) v1.PodCondition {
 	c := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: ReasonPodSandboxNotReady}
 	switch {
 	case len(rs.Sandboxes) == 0:

@@ -1,5 +1,5 @@
 // Package status owns pods' API status: it computes a v1.PodStatus from the
-// pod spec, what the runtime has (kuberuntime.PodStatus) and what the last
+// pod spec, what the runtime has (kubecontainer.PodStatus) and what the last
 // sync could not do (waiting reasons), following upstream's rules for
 // phase, conditions and container states; and it keeps the latest status of
 // every pod for whoever reports it (the log in standalone mode, the API

@@ -7,15 +7,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Input is everything a status is computed from.
 type Input struct {
 	Pod     *v1.Pod
-	Runtime *kuberuntime.PodStatus
-	Sync    kuberuntime.SyncResult
+	Runtime *kubecontainer.PodStatus
+	Sync    kubecontainer.SyncResult
 	// Previous is the status last computed, for transition times, start time
 	// and never going backwards; nil for the first.
 	Previous *v1.PodStatus
@@ -117,7 +117,7 @@ func Generate(in Input) v1.PodStatus {
 // appStartedInSandbox reports whether an app container of the pod's newest
 // sandbox exists: its init containers are done (upstream's
 // HasAnyActiveRegularContainerStarted).
-func appStartedInSandbox(pod *v1.Pod, rs *kuberuntime.PodStatus) bool {
+func appStartedInSandbox(pod *v1.Pod, rs *kubecontainer.PodStatus) bool {
 	if len(rs.Sandboxes) == 0 {
 		return false
 	}
@@ -168,7 +168,7 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 				s.LastTerminationState = containerState(p, c, prefix)
 			}
 		} else {
-			s.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kuberuntime.DefaultWaitingReason(in.Pod)}}
+			s.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kubecontainer.DefaultWaitingReason(in.Pod)}}
 		}
 		if w, ok := sync.Waiting[c.Name]; ok && (latest == nil || latest.State != runtimeapi.ContainerState_CONTAINER_RUNNING) {
 			// A container nodelet could not (re)start is waiting; its last
@@ -200,7 +200,7 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 	return out
 }
 
-func containerState(cs *kuberuntime.ContainerStatus, spec *v1.Container, prefix string) v1.ContainerState {
+func containerState(cs *kubecontainer.ContainerStatus, spec *v1.Container, prefix string) v1.ContainerState {
 	switch cs.State {
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
 		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: apiTime(cs.StartedAt)}}
@@ -222,7 +222,7 @@ func containerState(cs *kuberuntime.ContainerStatus, spec *v1.Container, prefix 
 		}
 		return v1.ContainerState{Terminated: t}
 	default:
-		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kuberuntime.ReasonContainerCreating}}
+		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kubecontainer.ReasonContainerCreating}}
 	}
 }
 

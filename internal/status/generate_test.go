@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
 func pod(policy v1.RestartPolicy, names ...string) *v1.Pod {
@@ -20,8 +20,8 @@ func pod(policy v1.RestartPolicy, names ...string) *v1.Pod {
 	return p
 }
 
-func rc(name string, state runtimeapi.ContainerState, exit int32, restarts int) *kuberuntime.ContainerStatus {
-	return &kuberuntime.ContainerStatus{ID: name + "-" + string(rune('0'+restarts)), Name: name, State: state, ExitCode: exit, RestartCount: restarts,
+func rc(name string, state runtimeapi.ContainerState, exit int32, restarts int) *kubecontainer.ContainerStatus {
+	return &kubecontainer.ContainerStatus{ID: name + "-" + string(rune('0'+restarts)), Name: name, State: state, ExitCode: exit, RestartCount: restarts,
 		StartedAt: time.Unix(100, 0), FinishedAt: time.Unix(200, 0)}
 }
 
@@ -36,41 +36,41 @@ func TestGeneratePhaseAndStates(t *testing.T) {
 	tests := []struct {
 		name      string
 		pod       *v1.Pod
-		rs        *kuberuntime.PodStatus
-		waiting   map[string]kuberuntime.Waiting
+		rs        *kubecontainer.PodStatus
+		waiting   map[string]kubecontainer.Waiting
 		wantPhase v1.PodPhase
 		wantReady bool
 	}{
-		{"nothing yet", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{}, nil, v1.PodPending, false},
-		{"running", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{Sandboxes: ready, IPs: []string{"10.88.0.2"},
-			Containers: []*kuberuntime.ContainerStatus{rc("a", running, 0, 0)}}, nil, v1.PodRunning, true},
-		{"crash looping stays Running", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{Sandboxes: ready,
-			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 1, 3)}},
-			map[string]kuberuntime.Waiting{"a": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
-		{"Never, one failed", pod(v1.RestartPolicyNever, "a", "b"), &kuberuntime.PodStatus{
-			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 1, 0), rc("b", exited, 0, 0)}}, nil, v1.PodFailed, false},
-		{"OnFailure, all succeeded", pod(v1.RestartPolicyOnFailure, "a", "b"), &kuberuntime.PodStatus{
-			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 0, 0), rc("b", exited, 0, 0)}}, nil, v1.PodSucceeded, false},
-		{"OnFailure, one failed and restarting", pod(v1.RestartPolicyOnFailure, "a"), &kuberuntime.PodStatus{
-			Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 2, 0)}}, nil, v1.PodRunning, false},
+		{"nothing yet", pod(v1.RestartPolicyAlways, "a"), &kubecontainer.PodStatus{}, nil, v1.PodPending, false},
+		{"running", pod(v1.RestartPolicyAlways, "a"), &kubecontainer.PodStatus{Sandboxes: ready, IPs: []string{"10.88.0.2"},
+			Containers: []*kubecontainer.ContainerStatus{rc("a", running, 0, 0)}}, nil, v1.PodRunning, true},
+		{"crash looping stays Running", pod(v1.RestartPolicyAlways, "a"), &kubecontainer.PodStatus{Sandboxes: ready,
+			Containers: []*kubecontainer.ContainerStatus{rc("a", exited, 1, 3)}},
+			map[string]kubecontainer.Waiting{"a": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
+		{"Never, one failed", pod(v1.RestartPolicyNever, "a", "b"), &kubecontainer.PodStatus{
+			Containers: []*kubecontainer.ContainerStatus{rc("a", exited, 1, 0), rc("b", exited, 0, 0)}}, nil, v1.PodFailed, false},
+		{"OnFailure, all succeeded", pod(v1.RestartPolicyOnFailure, "a", "b"), &kubecontainer.PodStatus{
+			Containers: []*kubecontainer.ContainerStatus{rc("a", exited, 0, 0), rc("b", exited, 0, 0)}}, nil, v1.PodSucceeded, false},
+		{"OnFailure, one failed and restarting", pod(v1.RestartPolicyOnFailure, "a"), &kubecontainer.PodStatus{
+			Containers: []*kubecontainer.ContainerStatus{rc("a", exited, 2, 0)}}, nil, v1.PodRunning, false},
 		{"Never pod, container Always: restarting", func() *v1.Pod {
 			p := pod(v1.RestartPolicyNever, "a")
 			always := v1.ContainerRestartPolicyAlways
 			p.Spec.Containers[0].RestartPolicy = &always
 			return p
-		}(), &kuberuntime.PodStatus{Sandboxes: ready, Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 0, 0)}}, nil, v1.PodRunning, false},
+		}(), &kubecontainer.PodStatus{Sandboxes: ready, Containers: []*kubecontainer.ContainerStatus{rc("a", exited, 0, 0)}}, nil, v1.PodRunning, false},
 		{"Always pod, container Never: done", func() *v1.Pod {
 			p := pod(v1.RestartPolicyAlways, "a")
 			never := v1.ContainerRestartPolicyNever
 			p.Spec.Containers[0].RestartPolicy = &never
 			return p
-		}(), &kuberuntime.PodStatus{Sandboxes: ready, Containers: []*kuberuntime.ContainerStatus{rc("a", exited, 1, 0)}}, nil, v1.PodFailed, false},
-		{"image pull failing", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{Sandboxes: ready},
-			map[string]kuberuntime.Waiting{"a": {Reason: "ErrImagePull"}}, v1.PodPending, false},
+		}(), &kubecontainer.PodStatus{Sandboxes: ready, Containers: []*kubecontainer.ContainerStatus{rc("a", exited, 1, 0)}}, nil, v1.PodFailed, false},
+		{"image pull failing", pod(v1.RestartPolicyAlways, "a"), &kubecontainer.PodStatus{Sandboxes: ready},
+			map[string]kubecontainer.Waiting{"a": {Reason: "ErrImagePull"}}, v1.PodPending, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := Generate(Input{Pod: tt.pod, Runtime: tt.rs, Sync: kuberuntime.SyncResult{Waiting: tt.waiting}, Now: time.Unix(300, 0)})
+			st := Generate(Input{Pod: tt.pod, Runtime: tt.rs, Sync: kubecontainer.SyncResult{Waiting: tt.waiting}, Now: time.Unix(300, 0)})
 			if st.Phase != tt.wantPhase {
 				t.Errorf("phase %s, want %s", st.Phase, tt.wantPhase)
 			}
@@ -90,7 +90,7 @@ func TestGeneratePhaseAndStates(t *testing.T) {
 
 func TestGenerateLastStateAndNoGoingBack(t *testing.T) {
 	p := pod(v1.RestartPolicyAlways, "a")
-	rs := &kuberuntime.PodStatus{Sandboxes: ready, Containers: []*kuberuntime.ContainerStatus{rc("a", running, 0, 1), rc("a", exited, 137, 0)}}
+	rs := &kubecontainer.PodStatus{Sandboxes: ready, Containers: []*kubecontainer.ContainerStatus{rc("a", running, 0, 1), rc("a", exited, 137, 0)}}
 	rs.Containers[1].Reason = "OOMKilled"
 	st := Generate(Input{Pod: p, Runtime: rs, Now: time.Unix(300, 0), RuntimeName: "containerd"})
 	c := st.ContainerStatuses[0]
@@ -122,36 +122,36 @@ func TestGenerateInitContainers(t *testing.T) {
 	tests := []struct {
 		name        string
 		pod         *v1.Pod
-		rs          *kuberuntime.PodStatus
-		waiting     map[string]kuberuntime.Waiting
+		rs          *kubecontainer.PodStatus
+		waiting     map[string]kubecontainer.Waiting
 		wantReady   map[string]bool   // init containers
 		wantWaiting map[string]string // container -> reason
 		wantPhase   v1.PodPhase
 	}{
-		{"nothing yet", withInit(v1.RestartPolicyAlways), &kuberuntime.PodStatus{}, nil,
+		{"nothing yet", withInit(v1.RestartPolicyAlways), &kubecontainer.PodStatus{}, nil,
 			map[string]bool{"init1": false, "init2": false},
 			map[string]string{"init1": "PodInitializing", "init2": "PodInitializing", "run1": "PodInitializing"}, v1.PodPending},
-		{"first done, second running", withInit(v1.RestartPolicyAlways), &kuberuntime.PodStatus{Sandboxes: ready,
-			Containers: []*kuberuntime.ContainerStatus{rc("init1", exited, 0, 0), rc("init2", running, 0, 0)}}, nil,
+		{"first done, second running", withInit(v1.RestartPolicyAlways), &kubecontainer.PodStatus{Sandboxes: ready,
+			Containers: []*kubecontainer.ContainerStatus{rc("init1", exited, 0, 0), rc("init2", running, 0, 0)}}, nil,
 			map[string]bool{"init1": true, "init2": false}, map[string]string{"run1": "PodInitializing"}, v1.PodPending},
-		{"all done", withInit(v1.RestartPolicyNever), &kuberuntime.PodStatus{Sandboxes: ready,
-			Containers: []*kuberuntime.ContainerStatus{rc("init1", exited, 0, 0), rc("init2", exited, 0, 0), rc("run1", running, 0, 0)}}, nil,
+		{"all done", withInit(v1.RestartPolicyNever), &kubecontainer.PodStatus{Sandboxes: ready,
+			Containers: []*kubecontainer.ContainerStatus{rc("init1", exited, 0, 0), rc("init2", exited, 0, 0), rc("run1", running, 0, 0)}}, nil,
 			map[string]bool{"init1": true, "init2": true}, nil, v1.PodRunning},
-		{"first crash looping", withInit(v1.RestartPolicyAlways), &kuberuntime.PodStatus{Sandboxes: ready,
-			Containers: []*kuberuntime.ContainerStatus{rc("init1", exited, 1, 2)}},
-			map[string]kuberuntime.Waiting{"init1": {Reason: "CrashLoopBackOff"}},
+		{"first crash looping", withInit(v1.RestartPolicyAlways), &kubecontainer.PodStatus{Sandboxes: ready,
+			Containers: []*kubecontainer.ContainerStatus{rc("init1", exited, 1, 2)}},
+			map[string]kubecontainer.Waiting{"init1": {Reason: "CrashLoopBackOff"}},
 			map[string]bool{"init1": false, "init2": false},
 			map[string]string{"init1": "CrashLoopBackOff", "init2": "PodInitializing", "run1": "PodInitializing"}, v1.PodPending},
-		{"first failed, Never", withInit(v1.RestartPolicyNever), &kuberuntime.PodStatus{Sandboxes: ready,
-			Containers: []*kuberuntime.ContainerStatus{rc("init1", exited, 1, 0)}}, nil,
+		{"first failed, Never", withInit(v1.RestartPolicyNever), &kubecontainer.PodStatus{Sandboxes: ready,
+			Containers: []*kubecontainer.ContainerStatus{rc("init1", exited, 1, 0)}}, nil,
 			map[string]bool{"init1": false, "init2": false},
 			map[string]string{"init2": "PodInitializing", "run1": "PodInitializing"}, v1.PodFailed},
-		{"no init containers", pod(v1.RestartPolicyAlways, "a"), &kuberuntime.PodStatus{}, nil, nil,
+		{"no init containers", pod(v1.RestartPolicyAlways, "a"), &kubecontainer.PodStatus{}, nil, nil,
 			map[string]string{"a": "ContainerCreating"}, v1.PodPending},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := Generate(Input{Pod: tt.pod, Runtime: tt.rs, Sync: kuberuntime.SyncResult{Waiting: tt.waiting}, Now: time.Unix(300, 0)})
+			st := Generate(Input{Pod: tt.pod, Runtime: tt.rs, Sync: kubecontainer.SyncResult{Waiting: tt.waiting}, Now: time.Unix(300, 0)})
 			if st.Phase != tt.wantPhase {
 				t.Errorf("phase %s, want %s", st.Phase, tt.wantPhase)
 			}
