@@ -51,14 +51,6 @@ func (n *Nodelet) startCgroups(ctx context.Context) error {
 	return nil
 }
 
-// removePodCgroups removes a terminated pod's cgroups; what cannot be
-// removed yet is left to housekeeping (cleanupPodCgroups).
-func (n *Nodelet) removePodCgroups(ctx context.Context, uid types.UID) {
-	if err := n.cgroups.RemovePod(ctx, uid); err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot remove the pod's cgroups yet", "podUID", uid)
-	}
-}
-
 // cleanupPodCgroups removes the empty cgroups of pods that are gone.
 func (n *Nodelet) cleanupPodCgroups(ctx context.Context, keep func(types.UID) bool) {
 	removed, err := n.cgroups.CleanupOrphans(ctx, keep)

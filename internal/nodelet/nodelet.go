@@ -35,6 +35,7 @@ import (
 	"github.com/nodelet/nodelet/internal/nodestatus"
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podmanager"
+	"github.com/nodelet/nodelet/internal/podsync"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/source/apiserver"
@@ -75,6 +76,7 @@ type Nodelet struct {
 	pleg        *pleg.Generic
 	prober      *prober.Manager
 	workers     *podworkers.Workers
+	podsync     *podsync.Syncer
 	pods        *podmanager.Manager
 	statuses    *status.Store
 	volumes     *volumes.Manager
@@ -94,9 +96,6 @@ type Nodelet struct {
 	// sysctls is the node's sysctl allowlist (safe and allowedUnsafeSysctls).
 	sysctls *admission.Sysctls
 
-	// ctx lives as long as Run: for goroutines that outlive one sync.
-	ctx context.Context
-
 	servicesOnce  sync.Once
 	serviceSource *services.Source
 
@@ -104,13 +103,6 @@ type Nodelet struct {
 	// mode has no Node to read it from).
 	machineOnce  sync.Once
 	machineAlloc v1.ResourceList
-
-	// firstSeen is when a pod was first synced, until it runs: for
-	// kubelet_pod_start_duration_seconds. UID -> time.Time.
-	firstSeen sync.Map
-	// observed: what each pod's last sync saw, to drop PLEG events that
-	// report nothing new.
-	observed observed
 
 	sourcesSeen  map[string]bool // owned by the main loop
 	sourcesReady atomic.Bool
@@ -207,12 +199,13 @@ func (n *Nodelet) Run(ctx context.Context) error {
 		})
 	}
 
-	n.ctx = ctx
 	rs, is, err := n.connect(ctx)
 	if err != nil {
 		return err
 	}
-	n.setup(ctx, rs, is)
+	if err := n.setup(ctx, rs, is); err != nil {
+		return err
+	}
 	// Publishes the components set up above to the healthz handler.
 	n.connected.Store(true)
 	if err := n.startSideLoops(ctx, rs, is, goRun); err != nil {
@@ -266,7 +259,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 				n.statuses.MarkDirty(p.UID) // a new mirror pod needs the status
 			}
 		case e := <-n.pleg.Watch():
-			if !n.observed.redundant(e) {
+			if !n.podsync.Redundant(e) {
 				n.workers.Notify(e.ID)
 			}
 		case uid := <-n.prober.Updates():
@@ -330,7 +323,7 @@ func runtimeWatchers(cfg *kubeletv1beta1.KubeletConfiguration) []pleg.Watcher {
 	}
 }
 
-func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) {
+func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) error {
 	cfg := &n.opts.Config
 	pullOpts := images.Options{Serialize: *cfg.SerializeImagePulls, MaxParallel: cfg.MaxParallelImagePulls}
 	if n.apiGetter != nil {
@@ -360,12 +353,6 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	n.setupEnvSources()
 	n.pleg = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock, Watchers: runtimeWatchers(cfg)})
 	n.prober = prober.New(runner, n.recorder, n.clock)
-	n.workers = podworkers.New(ctx, podworkers.Config{
-		Syncer:       n,
-		Clock:        n.clock,
-		Resync:       cfg.SyncFrequency.Duration,
-		OnTerminated: n.onTerminated,
-	})
 	if n.client != nil {
 		n.apiSource = apiserver.New(klog.FromContext(ctx), n.client, n.opts.NodeName)
 		n.nodeStatus = nodestatus.New(nodestatus.Config{
@@ -375,6 +362,25 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		n.mirrors = mirror.New(n.client, n.apiSource.Lister(), n.nodeStatus.Node)
 		n.syncer = status.NewSyncer(n.client, n.apiSource.Lister(), n.statuses, n.clock)
 	}
+	ps := podsync.Config{
+		Runtime: n.runtime, Volumes: n.volumes, Prober: n.prober, Statuses: n.statuses, Cgroups: n.cgroups,
+		Images: n.puller, Recorder: n.recorder, ProbeContext: ctx, HostIPs: n.hostIPs, RuntimeName: n.runtimeName,
+		Clock: n.clock,
+	}
+	if n.client != nil { // typed nil pointers would be non-nil interfaces
+		ps.Mirrors, ps.Finisher, ps.Objects = n.mirrors, n.syncer, n.apiGetter
+	}
+	var err error
+	if n.podsync, err = podsync.New(ps); err != nil {
+		return err
+	}
+	n.workers = podworkers.New(ctx, podworkers.Config{
+		Syncer:       n.podsync,
+		Clock:        n.clock,
+		Resync:       cfg.SyncFrequency.Duration,
+		OnTerminated: n.onTerminated,
+	})
+	return nil
 }
 
 func (n *Nodelet) healthHandler() http.Handler {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/podmanager"
+	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/source/apiserver"
 )
 
@@ -66,7 +67,7 @@ func (n *Nodelet) admitAndRun(ctx context.Context, p *v1.Pod) {
 		n.pendingAdmission = append(n.pendingAdmission, p)
 		return
 	}
-	if !isTerminal(p.Status.Phase) {
+	if !podspec.IsTerminal(p.Status.Phase) {
 		r := n.sysctls.Admit(p)
 		if r.Admit {
 			r = admission.Admit(node, p, n.activePods(p))
@@ -93,10 +94,10 @@ func (n *Nodelet) admitAndRun(ctx context.Context, p *v1.Pod) {
 func (n *Nodelet) activePods(except *v1.Pod) []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range n.pods.Admitted(except.UID) {
-		if st, ok := n.statuses.Get(p.UID); ok && isTerminal(st.Phase) {
+		if st, ok := n.statuses.Get(p.UID); ok && podspec.IsTerminal(st.Phase) {
 			continue
 		}
-		if isTerminal(p.Status.Phase) {
+		if podspec.IsTerminal(p.Status.Phase) {
 			continue
 		}
 		out = append(out, p)
@@ -117,5 +118,3 @@ func (n *Nodelet) admitPending(ctx context.Context) {
 		}
 	}
 }
-
-func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }

@@ -138,7 +138,7 @@ func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error 
 		return nil
 	}
 	// Never move a pod back out of a terminal phase.
-	if isTerminal(cur.Status.Phase) && !isTerminal(want.Phase) {
+	if podspec.IsTerminal(cur.Status.Phase) && !podspec.IsTerminal(want.Phase) {
 		return nil
 	}
 	patch, err := statusPatch(cur, want)
@@ -231,5 +231,3 @@ func statusPatch(cur *v1.Pod, want v1.PodStatus) ([]byte, error) {
 	m["metadata"] = map[string]any{"uid": string(cur.UID)}
 	return json.Marshal(m)
 }
-
-func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }

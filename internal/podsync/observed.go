@@ -1,4 +1,4 @@
-package nodelet
+package podsync
 
 import (
 	"sync"

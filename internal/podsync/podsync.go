@@ -1,0 +1,355 @@
+package podsync
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/kubecontainer"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/status"
+)
+
+// Runtime is what a pod's sync asks of the container runtime
+// (kuberuntime.Manager).
+type Runtime interface {
+	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubecontainer.PodStatus, error)
+	SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, env kuberuntime.PodEnv) (kubecontainer.SyncResult, error)
+	KillPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, gracePeriod *int64) error
+	RemovePod(ctx context.Context, running *kubecontainer.RunningPod) error
+}
+
+// Volumes sets up and tears down the host side of a pod's volumes
+// (volumes.Manager).
+type Volumes interface {
+	// Setup returns the host paths of the pod's volumes by name.
+	Setup(ctx context.Context, pod *v1.Pod) (map[string]string, error)
+	Teardown(uid types.UID) error
+}
+
+// Prober runs the probes of a pod's running containers (prober.Manager) and
+// answers from their results.
+type Prober interface {
+	kuberuntime.ProbeResults
+	status.Probes
+	// Sync starts the probes of running containers and stops the others';
+	// the probe workers live until ctx ends or the pod is removed.
+	Sync(ctx context.Context, pod *v1.Pod, podIP string, running []prober.Container)
+	RemovePod(uid types.UID)
+}
+
+// Statuses holds the pods' computed API statuses (status.Store).
+type Statuses interface {
+	Get(uid types.UID) (v1.PodStatus, bool)
+	Set(ctx context.Context, pod *v1.Pod, st v1.PodStatus)
+	Delete(uid types.UID)
+}
+
+// Mirrors keeps static pods' mirror pods in the API (mirror.Manager).
+type Mirrors interface {
+	Ensure(ctx context.Context, static *v1.Pod) error
+	Delete(ctx context.Context, static *v1.Pod) error
+}
+
+// Finisher writes a deleted pod's final status and deletes it for good
+// (status.Syncer).
+type Finisher interface {
+	Finish(ctx context.Context, pod *v1.Pod, final v1.PodStatus) error
+}
+
+// Cgroups removes a terminated pod's cgroups (cm.Manager).
+type Cgroups interface {
+	RemovePod(ctx context.Context, uid types.UID) error
+}
+
+// Images forgets a removed pod's pull back-off (images.Puller).
+type Images interface {
+	Forget(pod *v1.Pod)
+}
+
+// Objects forgets the ConfigMaps and Secrets a removed pod referenced
+// (volumes.APIGetter).
+type Objects interface {
+	Forget(uid types.UID)
+}
+
+// Config configures a Syncer. Mirrors, Finisher and Objects are nil on a
+// node without an API server.
+type Config struct {
+	Runtime  Runtime
+	Volumes  Volumes
+	Prober   Prober
+	Statuses Statuses
+	Cgroups  Cgroups
+	Images   Images
+	Recorder record.EventRecorder
+
+	Mirrors  Mirrors
+	Finisher Finisher
+	Objects  Objects
+
+	// ProbeContext is the context the probe workers run in: the agent's,
+	// since they outlive the sync that starts them.
+	ProbeContext context.Context
+	// HostIPs are the node's IPs (host-network pods' IPs, status.hostIPs).
+	HostIPs []string
+	// RuntimeName prefixes container IDs in the status ("containerd://").
+	RuntimeName string
+	// Clock defaults to the real clock.
+	Clock clock.PassiveClock
+}
+
+// Syncer brings one pod at a time to its spec: it implements
+// podworkers.Syncer. Its methods are called by the pod's worker, never
+// concurrently for one pod; Redundant is called by the main loop.
+type Syncer struct {
+	cfg   Config
+	clock clock.PassiveClock
+	// firstSeen is when a pod was first synced, until it runs: for
+	// kubelet_pod_start_duration_seconds.
+	firstSeen sync.Map // types.UID -> time.Time
+	// observed: what each pod's last sync saw, to drop PLEG events that
+	// report nothing new.
+	observed observed
+}
+
+// New returns a Syncer; every collaborator but Mirrors, Finisher and Objects
+// is required.
+func New(cfg Config) (*Syncer, error) {
+	var missing []string
+	for name, v := range map[string]any{
+		"Runtime": cfg.Runtime, "Volumes": cfg.Volumes, "Prober": cfg.Prober, "Statuses": cfg.Statuses,
+		"Cgroups": cfg.Cgroups, "Images": cfg.Images, "Recorder": cfg.Recorder, "ProbeContext": cfg.ProbeContext,
+	} {
+		if v == nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("podsync: Config.%v required", missing)
+	}
+	s := &Syncer{cfg: cfg, clock: cfg.Clock}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
+	return s, nil
+}
+
+// Redundant tells whether the pod's last sync already saw what the PLEG
+// event e reports (see observed): the main loop then does not wake the pod's
+// worker.
+func (s *Syncer) Redundant(e *pleg.Event) bool { return s.observed.redundant(e) }
+
+// SyncPod implements podworkers.Syncer: it brings one pod to its spec and
+// records its status. It returns when it wants the next sync at the latest.
+func (s *Syncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	start := s.clock.Now()
+	op := "sync"
+	if _, known := s.cfg.Statuses.Get(pod.UID); !known {
+		op = "create"
+		s.firstSeen.LoadOrStore(pod.UID, start)
+	}
+	defer func() { metrics.PodWorkerDuration.WithLabelValues(op).Observe(s.clock.Since(start).Seconds()) }()
+	if s.cfg.Mirrors != nil && podspec.IsStatic(pod) {
+		if err := s.cfg.Mirrors.Ensure(ctx, pod); err != nil {
+			logger.Error(err, "Cannot create the mirror pod", "pod", klog.KObj(pod))
+		}
+	}
+	rs, err := s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	// A pod the API already reports as finished never runs again, even if
+	// the runtime lost its containers; its API status is final.
+	if podspec.IsTerminal(pod.Status.Phase) {
+		return 0, s.cfg.Runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
+	}
+	if exceeded, _ := s.deadline(pod); exceeded {
+		return 0, s.failPastDeadline(ctx, pod, rs)
+	}
+	var res kubecontainer.SyncResult
+	paths, err := s.cfg.Volumes.Setup(ctx, pod)
+	if err != nil {
+		msg := fmt.Sprintf("MountVolume.SetUp failed: %v", err)
+		s.cfg.Recorder.Event(pod, v1.EventTypeWarning, "FailedMount", msg)
+		for _, c := range pod.Spec.Containers {
+			if cs := rs.Latest(c.Name); cs == nil {
+				res.Wait(c.Name, kubecontainer.DefaultWaitingReason(pod), msg)
+			}
+		}
+		s.setStatus(ctx, pod, rs, res)
+		// Retried with the pod worker's back-off (200 ms doubling): the usual
+		// cause is transient (a token refused until the API server's node
+		// authorizer has seen the pod's binding).
+		return 0, fmt.Errorf("volumes: %w", err)
+	}
+	res, err = s.cfg.Runtime.SyncPod(ctx, pod, rs, kuberuntime.PodEnv{HostIPs: s.cfg.HostIPs, VolumePaths: paths, Probes: s.cfg.Prober})
+	if res.Changed && ctx.Err() == nil {
+		if fresh, ferr := s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); ferr == nil {
+			rs = fresh
+		}
+	}
+	s.syncProbes(pod, rs)
+	s.setStatus(ctx, pod, rs, res)
+	s.observed.record(rs)
+	next := res.RequeueAfter
+	// Synced again when the active deadline passes; asked after setStatus,
+	// which gives a new pod its start time (nothing else wakes a running
+	// pod's worker in time: the PLEG's events about what this sync started
+	// carry nothing new).
+	if _, left := s.deadline(pod); left > 0 && (next == 0 || left < next) {
+		next = left
+	}
+	return next, err
+}
+
+// syncProbes gives the prober the pod's running app containers.
+func (s *Syncer) syncProbes(pod *v1.Pod, rs *kubecontainer.PodStatus) {
+	var running []prober.Container
+	add := func(c *v1.Container) {
+		if cs := rs.Latest(c.Name); cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			running = append(running, prober.Container{Spec: c, ID: cs.ID, StartedAt: cs.StartedAt})
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
+			add(&pod.Spec.InitContainers[i]) // sidecars are probed like app containers
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
+	}
+	podIP := ""
+	if len(rs.IPs) > 0 {
+		podIP = rs.IPs[0]
+	} else if pod.Spec.HostNetwork && len(s.cfg.HostIPs) > 0 {
+		podIP = s.cfg.HostIPs[0]
+	}
+	s.cfg.Prober.Sync(s.cfg.ProbeContext, pod, podIP, running)
+}
+
+// setStatus computes and records the pod's status. The first status of an
+// API pod continues from what the API has (start time, transition times,
+// a terminal phase).
+func (s *Syncer) setStatus(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult) v1.PodStatus {
+	var prev *v1.PodStatus
+	if old, ok := s.cfg.Statuses.Get(pod.UID); ok {
+		prev = &old
+	} else if pod.Status.Phase != "" && !podspec.IsStatic(pod) {
+		prev = pod.Status.DeepCopy()
+	}
+	st := status.Generate(status.Input{
+		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: s.cfg.HostIPs, RuntimeName: s.cfg.RuntimeName, Now: s.clock.Now(),
+		Probes: s.cfg.Prober,
+	})
+	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
+		s.cfg.Statuses.Set(ctx, pod, st)
+	}
+	if st.Phase == v1.PodRunning {
+		if seen, ok := s.firstSeen.LoadAndDelete(pod.UID); ok {
+			metrics.PodStartDuration.Observe(s.clock.Since(seen.(time.Time)).Seconds())
+		}
+	}
+	return st
+}
+
+// StopPod implements podworkers.Syncer: it stops the pod gracefully (pod
+// may be nil for a pod only the runtime knows; running is then set).
+func (s *Syncer) StopPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, grace *int64) error {
+	logger := klog.FromContext(ctx)
+	uid, name, ns := podIdentity(pod, running)
+	s.cfg.Prober.RemovePod(uid)
+	s.firstSeen.Delete(uid)
+	s.observed.forget(uid)
+	rs, err := s.cfg.Runtime.GetPodStatus(ctx, uid, name, ns)
+	if err != nil {
+		return err
+	}
+	rp := kuberuntime.RunningFromStatus(rs, running)
+	start := s.clock.Now()
+	if err := s.cfg.Runtime.KillPod(ctx, pod, rp, grace); err != nil {
+		return err
+	}
+	logger.Info("Pod stopped", "pod", klog.KRef(ns, name), "podUID", uid, "took", s.clock.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// CleanupPod implements podworkers.Syncer: it removes a stopped pod's
+// sandboxes, containers, logs and directories. A pod deleted in the API
+// gets its final status written and is then deleted for good; a static
+// pod's mirror pod is deleted.
+func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod) error {
+	logger := klog.FromContext(ctx)
+	uid, name, ns := podIdentity(pod, running)
+	// What is left after stopping: every sandbox and container, stopped.
+	rs, err := s.cfg.Runtime.GetPodStatus(ctx, uid, name, ns)
+	if err != nil {
+		return err
+	}
+	if pod != nil && s.cfg.Finisher != nil && pod.DeletionTimestamp != nil && !podspec.IsStatic(pod) {
+		final := s.setStatus(ctx, pod, rs, kubecontainer.SyncResult{})
+		final.Phase = FinalPhase(final)
+		if err := s.cfg.Finisher.Finish(ctx, pod, final); err != nil {
+			return err
+		}
+	}
+	if pod != nil && s.cfg.Mirrors != nil && podspec.IsStatic(pod) {
+		if err := s.cfg.Mirrors.Delete(ctx, pod); err != nil {
+			logger.Error(err, "Cannot delete the mirror pod", "pod", klog.KObj(pod))
+		}
+	}
+	if err := s.cfg.Runtime.RemovePod(ctx, kuberuntime.RunningFromStatus(rs, running)); err != nil {
+		return err
+	}
+	// What cannot be removed yet is left to the housekeeping's orphan sweep.
+	if err := s.cfg.Cgroups.RemovePod(ctx, uid); err != nil {
+		logger.Error(err, "Cannot remove the pod's cgroups yet", "podUID", uid)
+	}
+	if err := s.cfg.Volumes.Teardown(uid); err != nil {
+		return err
+	}
+	if pod != nil {
+		s.cfg.Images.Forget(pod)
+	}
+	if s.cfg.Objects != nil {
+		s.cfg.Objects.Forget(uid)
+	}
+	s.cfg.Statuses.Delete(uid)
+	return nil
+}
+
+// FinalPhase is the phase of a pod whose containers were all stopped: a
+// terminal phase stays, else Succeeded when every container exited 0,
+// Failed otherwise.
+func FinalPhase(st v1.PodStatus) v1.PodPhase {
+	if podspec.IsTerminal(st.Phase) {
+		return st.Phase
+	}
+	for _, c := range st.ContainerStatuses {
+		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
+			return v1.PodFailed
+		}
+	}
+	return v1.PodSucceeded
+}
+
+func podIdentity(pod *v1.Pod, running *kubecontainer.RunningPod) (uid types.UID, name, ns string) {
+	if pod != nil {
+		return pod.UID, pod.Name, pod.Namespace
+	}
+	return running.UID, running.Name, running.Namespace
+}

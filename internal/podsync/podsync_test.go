@@ -1,0 +1,534 @@
+package podsync
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/kubecontainer"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/status"
+)
+
+// fakeRuntime answers GetPodStatus with before until SyncPod ran, then with
+// after (what the sync created), and records the calls.
+type fakeRuntime struct {
+	before, after *kubecontainer.PodStatus
+	result        kubecontainer.SyncResult
+	synced        bool
+	calls         []string
+	killGrace     *int64
+}
+
+func (r *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubecontainer.PodStatus, error) {
+	r.calls = append(r.calls, "GetPodStatus")
+	if r.synced && r.after != nil {
+		return r.after, nil
+	}
+	if r.before != nil {
+		return r.before, nil
+	}
+	return &kubecontainer.PodStatus{UID: uid, Name: name, Namespace: ns}, nil
+}
+
+func (r *fakeRuntime) SyncPod(context.Context, *v1.Pod, *kubecontainer.PodStatus, kuberuntime.PodEnv) (kubecontainer.SyncResult, error) {
+	r.calls = append(r.calls, "SyncPod")
+	r.synced = true
+	return r.result, nil
+}
+
+func (r *fakeRuntime) KillPod(_ context.Context, _ *v1.Pod, _ *kubecontainer.RunningPod, grace *int64) error {
+	r.calls = append(r.calls, "KillPod")
+	r.killGrace = grace
+	return nil
+}
+
+func (r *fakeRuntime) RemovePod(context.Context, *kubecontainer.RunningPod) error {
+	r.calls = append(r.calls, "RemovePod")
+	return nil
+}
+
+func (r *fakeRuntime) called(name string) int {
+	n := 0
+	for _, c := range r.calls {
+		if c == name {
+			n++
+		}
+	}
+	return n
+}
+
+type fakeVolumes struct {
+	err      error
+	torndown []types.UID
+}
+
+func (v *fakeVolumes) Setup(context.Context, *v1.Pod) (map[string]string, error) {
+	return map[string]string{}, v.err
+}
+func (v *fakeVolumes) Teardown(uid types.UID) error { v.torndown = append(v.torndown, uid); return nil }
+
+type fakeProber struct {
+	synced  [][]prober.Container
+	podIP   string
+	removed []types.UID
+}
+
+func (p *fakeProber) Unhealthy(string) (string, *int64) { return "", nil }
+func (p *fakeProber) Started(string) bool               { return true }
+func (p *fakeProber) Ready(string, bool) bool           { return true }
+func (p *fakeProber) Sync(_ context.Context, _ *v1.Pod, podIP string, running []prober.Container) {
+	p.synced = append(p.synced, running)
+	p.podIP = podIP
+}
+func (p *fakeProber) RemovePod(uid types.UID) { p.removed = append(p.removed, uid) }
+
+type fakeFinisher struct{ final []v1.PodStatus }
+
+func (f *fakeFinisher) Finish(_ context.Context, _ *v1.Pod, final v1.PodStatus) error {
+	f.final = append(f.final, final)
+	return nil
+}
+
+type fakeMirrors struct{ ensured, deleted int }
+
+func (m *fakeMirrors) Ensure(context.Context, *v1.Pod) error { m.ensured++; return nil }
+func (m *fakeMirrors) Delete(context.Context, *v1.Pod) error { m.deleted++; return nil }
+
+// fakeForget records the removals of cgroups, pull back-offs and cached
+// objects.
+type fakeForget struct{ cgroups, images, objects int }
+
+func (f *fakeForget) RemovePod(context.Context, types.UID) error { f.cgroups++; return nil }
+func (f *fakeForget) Forget(*v1.Pod)                             { f.images++ }
+
+type fakeObjects struct{ forgot int }
+
+func (o *fakeObjects) Forget(types.UID) { o.forgot++ }
+
+type fixture struct {
+	s        *Syncer
+	clock    *testingclock.FakeClock
+	runtime  *fakeRuntime
+	volumes  *fakeVolumes
+	prober   *fakeProber
+	statuses *status.Store
+	recorder *record.FakeRecorder
+	finisher *fakeFinisher
+	mirrors  *fakeMirrors
+	forget   *fakeForget
+	objects  *fakeObjects
+}
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{
+		clock: testingclock.NewFakeClock(t0), runtime: &fakeRuntime{}, volumes: &fakeVolumes{}, prober: &fakeProber{},
+		statuses: status.NewStore(), recorder: record.NewFakeRecorder(100), finisher: &fakeFinisher{},
+		mirrors: &fakeMirrors{}, forget: &fakeForget{}, objects: &fakeObjects{},
+	}
+	s, err := New(Config{
+		Runtime: f.runtime, Volumes: f.volumes, Prober: f.prober, Statuses: f.statuses, Cgroups: f.forget,
+		Images: f.forget, Recorder: f.recorder, Mirrors: f.mirrors, Finisher: f.finisher, Objects: f.objects,
+		ProbeContext: context.Background(), HostIPs: []string{"192.0.2.10"}, RuntimeName: "containerd", Clock: f.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s = s
+	return f
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func testPod() *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
+		Spec: v1.PodSpec{
+			RestartPolicy: v1.RestartPolicyAlways,
+			Containers:    []v1.Container{{Name: "c", Image: "busybox"}},
+		},
+	}
+}
+
+// runningStatus is what the runtime has for testPod once it runs.
+func runningStatus(exitCode int32, state runtimeapi.ContainerState) *kubecontainer.PodStatus {
+	return &kubecontainer.PodStatus{
+		UID: "u1", Name: "web", Namespace: "default", IPs: []string{"10.88.0.5"},
+		Sandboxes: []*runtimeapi.PodSandboxStatus{{Id: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY}},
+		Containers: []*kubecontainer.ContainerStatus{{
+			ID: "c1", Name: "c", SandboxID: "s1", State: state, ExitCode: exitCode,
+			CreatedAt: t0, StartedAt: t0, FinishedAt: t0,
+		}},
+	}
+}
+
+func TestNewValidatesAndDefaultsTheClock(t *testing.T) {
+	full := func() Config {
+		return Config{
+			Runtime: &fakeRuntime{}, Volumes: &fakeVolumes{}, Prober: &fakeProber{}, Statuses: status.NewStore(),
+			Cgroups: &fakeForget{}, Images: &fakeForget{}, Recorder: record.NewFakeRecorder(1), ProbeContext: context.Background(),
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string
+	}{
+		{"complete, no API server", func(*Config) {}, ""},
+		{"no runtime", func(c *Config) { c.Runtime = nil }, "Runtime"},
+		{"no volumes", func(c *Config) { c.Volumes = nil }, "Volumes"},
+		{"no prober", func(c *Config) { c.Prober = nil }, "Prober"},
+		{"no status store", func(c *Config) { c.Statuses = nil }, "Statuses"},
+		{"no cgroups", func(c *Config) { c.Cgroups = nil }, "Cgroups"},
+		{"no images", func(c *Config) { c.Images = nil }, "Images"},
+		{"no recorder", func(c *Config) { c.Recorder = nil }, "Recorder"},
+		{"no probe context", func(c *Config) { c.ProbeContext = nil }, "ProbeContext"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := full()
+			tc.mutate(&cfg)
+			s, err := New(cfg)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
+			case tc.wantErr == "" && s.clock == nil:
+				t.Fatal("clock not defaulted")
+			}
+		})
+	}
+}
+
+func TestSyncPod(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(f *fixture, pod *v1.Pod)
+		check   func(t *testing.T, f *fixture, pod *v1.Pod, next time.Duration, err error)
+	}{
+		{
+			name: "a new pod: synced, re-read after the changes, probed, Running",
+			prepare: func(f *fixture, _ *v1.Pod) {
+				f.runtime.after = runningStatus(0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+				f.runtime.result = kubecontainer.SyncResult{Changed: true}
+			},
+			check: func(t *testing.T, f *fixture, pod *v1.Pod, next time.Duration, err error) {
+				if err != nil || next != 0 {
+					t.Fatalf("next %v, err %v", next, err)
+				}
+				if got := strings.Join(f.runtime.calls, ","); got != "GetPodStatus,SyncPod,GetPodStatus" {
+					t.Errorf("runtime calls %s", got)
+				}
+				st, _ := f.statuses.Get(pod.UID)
+				if st.Phase != v1.PodRunning || st.PodIP != "10.88.0.5" || st.StartTime == nil {
+					t.Errorf("status phase %s podIP %q startTime %v", st.Phase, st.PodIP, st.StartTime)
+				}
+				if len(f.prober.synced) != 1 || len(f.prober.synced[0]) != 1 || f.prober.synced[0][0].ID != "c1" || f.prober.podIP != "10.88.0.5" {
+					t.Errorf("prober given %+v at %q", f.prober.synced, f.prober.podIP)
+				}
+				if f.mirrors.ensured != 0 {
+					t.Errorf("a mirror pod for an API pod")
+				}
+			},
+		},
+		{
+			name: "a static pod: its mirror pod is ensured",
+			prepare: func(_ *fixture, pod *v1.Pod) {
+				pod.Annotations = map[string]string{podspec.ConfigSourceAnnotationKey: podspec.FileSource}
+			},
+			check: func(t *testing.T, f *fixture, _ *v1.Pod, _ time.Duration, _ error) {
+				if f.mirrors.ensured != 1 {
+					t.Errorf("mirror ensured %d times", f.mirrors.ensured)
+				}
+			},
+		},
+		{
+			name: "terminal in the API: stopped, never started again",
+			prepare: func(f *fixture, pod *v1.Pod) {
+				pod.Status.Phase = v1.PodSucceeded
+				f.runtime.before = runningStatus(0, runtimeapi.ContainerState_CONTAINER_EXITED)
+			},
+			check: func(t *testing.T, f *fixture, pod *v1.Pod, next time.Duration, err error) {
+				if err != nil || next != 0 {
+					t.Fatalf("next %v, err %v", next, err)
+				}
+				if f.runtime.called("SyncPod") != 0 || f.runtime.called("KillPod") != 1 {
+					t.Errorf("runtime calls %v, want a kill and no sync", f.runtime.calls)
+				}
+				if _, ok := f.statuses.Get(pod.UID); ok {
+					t.Errorf("a status recorded over the API's final one")
+				}
+			},
+		},
+		{
+			name: "past the active deadline: Failed/DeadlineExceeded at once, then killed",
+			prepare: func(f *fixture, pod *v1.Pod) {
+				pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](5)
+				f.statuses.Set(context.Background(), pod, v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: t0.Add(-10 * time.Second)}})
+				f.runtime.before = runningStatus(0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+			},
+			check: func(t *testing.T, f *fixture, pod *v1.Pod, next time.Duration, err error) {
+				if err != nil || next != 0 {
+					t.Fatalf("next %v, err %v", next, err)
+				}
+				if f.runtime.called("SyncPod") != 0 || f.runtime.called("KillPod") != 1 {
+					t.Errorf("runtime calls %v, want a kill and no sync", f.runtime.calls)
+				}
+				st, _ := f.statuses.Get(pod.UID)
+				if st.Phase != v1.PodFailed || st.Reason != ReasonDeadlineExceeded || st.Message != deadlineMessage {
+					t.Errorf("status %s/%s %q", st.Phase, st.Reason, st.Message)
+				}
+				if len(f.prober.removed) != 1 {
+					t.Errorf("probes not stopped")
+				}
+				if ev := f.events(); len(ev) != 1 || ev[0] != "Normal DeadlineExceeded "+deadlineMessage {
+					t.Errorf("events %q", ev)
+				}
+				// The next sync (the kill's PLEG events) does not repeat the event.
+				if _, err := f.s.SyncPod(context.Background(), pod); err != nil {
+					t.Fatal(err)
+				}
+				if ev := f.events(); len(ev) != 0 {
+					t.Errorf("second sync's events %q", ev)
+				}
+			},
+		},
+		{
+			name: "before the active deadline: the next sync when it passes",
+			prepare: func(f *fixture, pod *v1.Pod) {
+				pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](5)
+				f.statuses.Set(context.Background(), pod, v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: t0.Add(-2 * time.Second)}})
+				f.runtime.before = runningStatus(0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+				f.runtime.result = kubecontainer.SyncResult{RequeueAfter: 10 * time.Second}
+			},
+			check: func(t *testing.T, f *fixture, _ *v1.Pod, next time.Duration, err error) {
+				if err != nil || next != 3*time.Second {
+					t.Fatalf("next %v, err %v; want 3s (the deadline before the 10s back-off)", next, err)
+				}
+			},
+		},
+		{
+			name: "a back-off shorter than the deadline wins",
+			prepare: func(f *fixture, pod *v1.Pod) {
+				pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
+				f.statuses.Set(context.Background(), pod, v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: t0}})
+				f.runtime.result = kubecontainer.SyncResult{RequeueAfter: time.Second}
+			},
+			check: func(t *testing.T, _ *fixture, _ *v1.Pod, next time.Duration, err error) {
+				if err != nil || next != time.Second {
+					t.Fatalf("next %v, err %v; want 1s", next, err)
+				}
+			},
+		},
+		{
+			name: "a volume cannot be set up: FailedMount, waiting with the error, retried",
+			prepare: func(f *fixture, pod *v1.Pod) {
+				f.volumes.err = errors.New(`configmap "cfg" not found`)
+				pod.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox"}}
+			},
+			check: func(t *testing.T, f *fixture, pod *v1.Pod, _ time.Duration, err error) {
+				if err == nil || !strings.Contains(err.Error(), `configmap "cfg" not found`) {
+					t.Fatalf("err %v, want the volume's error (for the worker's back-off)", err)
+				}
+				if f.runtime.called("SyncPod") != 0 {
+					t.Errorf("runtime synced without volumes")
+				}
+				const msg = `MountVolume.SetUp failed: configmap "cfg" not found`
+				if ev := f.events(); len(ev) != 1 || ev[0] != "Warning FailedMount "+msg {
+					t.Errorf("events %q", ev)
+				}
+				st, _ := f.statuses.Get(pod.UID)
+				if st.Phase != v1.PodPending || len(st.ContainerStatuses) != 1 {
+					t.Fatalf("status %+v", st)
+				}
+				w := st.ContainerStatuses[0].State.Waiting
+				if w == nil || w.Reason != kubecontainer.ReasonPodInitializing || w.Message != msg {
+					t.Errorf("waiting %+v, want PodInitializing with the mount error", w)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			pod := testPod()
+			if tc.prepare != nil {
+				tc.prepare(f, pod)
+			}
+			next, err := f.s.SyncPod(context.Background(), pod)
+			tc.check(t, f, pod, next, err)
+		})
+	}
+}
+
+// A PLEG event reporting what the last sync already saw (the container it
+// started, running) does not wake the worker; once the pod is stopping,
+// every event does.
+func TestPLEGEventTheSyncSaw(t *testing.T) {
+	f := newFixture(t)
+	pod := testPod()
+	f.runtime.after = runningStatus(0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	f.runtime.result = kubecontainer.SyncResult{Changed: true}
+	started := &pleg.Event{ID: "u1", Type: pleg.ContainerStarted, Data: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING.String()}
+	ready := &pleg.Event{ID: "u1", Type: pleg.SandboxChanged, Data: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY.String()}
+	died := &pleg.Event{ID: "u1", Type: pleg.ContainerDied, Data: "c1", State: runtimeapi.ContainerState_CONTAINER_EXITED.String()}
+	if f.s.Redundant(started) {
+		t.Fatal("an event before any sync is redundant")
+	}
+	if _, err := f.s.SyncPod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if !f.s.Redundant(started) || !f.s.Redundant(ready) {
+		t.Error("the start and the sandbox the sync saw wake the worker again")
+	}
+	if f.s.Redundant(died) {
+		t.Error("a container's death after the sync is dropped")
+	}
+	if err := f.s.StopPod(context.Background(), pod, nil, ptr.To[int64](7)); err != nil {
+		t.Fatal(err)
+	}
+	if f.s.Redundant(started) {
+		t.Error("events about a stopping pod are dropped")
+	}
+	if f.runtime.called("KillPod") != 1 || f.runtime.killGrace == nil || *f.runtime.killGrace != 7 {
+		t.Errorf("kill %v with grace %v, want 7", f.runtime.calls, f.runtime.killGrace)
+	}
+	if len(f.prober.removed) != 1 {
+		t.Errorf("the stopped pod's probes still run")
+	}
+}
+
+func TestCleanupPod(t *testing.T) {
+	deleted := metav1.NewTime(t0)
+	for _, tc := range []struct {
+		name       string
+		pod        func() *v1.Pod // nil: a pod only the runtime knows
+		exitCode   int32
+		standalone bool
+		wantFinal  v1.PodPhase // "" for no final status written
+		wantMirror int
+	}{
+		{"deleted, every container exited 0", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 0, false, v1.PodSucceeded, 0},
+		{"deleted, a container failed", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 1, false, v1.PodFailed, 0},
+		{"not deleted in the API: no final write", testPod, 0, false, "", 0},
+		{"static: its mirror pod goes, no final write", func() *v1.Pod {
+			p := testPod()
+			p.DeletionTimestamp = &deleted
+			p.Annotations = map[string]string{podspec.ConfigSourceAnnotationKey: podspec.FileSource}
+			return p
+		}, 0, false, "", 1},
+		{"standalone: no API to write to", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 0, true, "", 0},
+		{"known only to the runtime", nil, 0, false, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			if tc.standalone {
+				f.s.cfg.Finisher, f.s.cfg.Mirrors, f.s.cfg.Objects = nil, nil, nil
+			}
+			f.runtime.before = runningStatus(tc.exitCode, runtimeapi.ContainerState_CONTAINER_EXITED)
+			var pod *v1.Pod
+			running := &kubecontainer.RunningPod{UID: "u1", Name: "web", Namespace: "default", GracePeriod: 30}
+			if tc.pod != nil {
+				pod = tc.pod()
+				running = nil
+				f.statuses.Set(context.Background(), pod, v1.PodStatus{Phase: v1.PodRunning})
+			}
+			if err := f.s.CleanupPod(context.Background(), pod, running); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.wantFinal == "" && len(f.finisher.final) != 0:
+				t.Errorf("final status written: %+v", f.finisher.final)
+			case tc.wantFinal != "" && (len(f.finisher.final) != 1 || f.finisher.final[0].Phase != tc.wantFinal):
+				t.Errorf("final statuses %+v, want one %s", f.finisher.final, tc.wantFinal)
+			}
+			if f.mirrors.deleted != tc.wantMirror {
+				t.Errorf("mirror pod deleted %d times, want %d", f.mirrors.deleted, tc.wantMirror)
+			}
+			if f.runtime.called("RemovePod") != 1 || f.forget.cgroups != 1 || len(f.volumes.torndown) != 1 {
+				t.Errorf("removed: runtime %v, cgroups %d, volumes %v", f.runtime.calls, f.forget.cgroups, f.volumes.torndown)
+			}
+			if wantImages := map[bool]int{true: 1, false: 0}[pod != nil]; f.forget.images != wantImages {
+				t.Errorf("pull back-off forgotten %d times, want %d", f.forget.images, wantImages)
+			}
+			if wantObjects := map[bool]int{true: 0, false: 1}[tc.standalone]; f.objects.forgot != wantObjects {
+				t.Errorf("cached objects forgotten %d times, want %d", f.objects.forgot, wantObjects)
+			}
+			if _, ok := f.statuses.Get("u1"); ok {
+				t.Error("the status outlives the pod")
+			}
+		})
+	}
+}
+
+func TestFinalPhase(t *testing.T) {
+	exited := func(code int32) v1.ContainerStatus {
+		return v1.ContainerStatus{State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}}
+	}
+	running := v1.ContainerStatus{State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}
+	for _, tc := range []struct {
+		name string
+		st   v1.PodStatus
+		want v1.PodPhase
+	}{
+		{"all exited 0", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{exited(0), exited(0)}}, v1.PodSucceeded},
+		{"one exited 1", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{exited(0), exited(1)}}, v1.PodFailed},
+		{"one never terminated", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{exited(0), running}}, v1.PodFailed},
+		{"already Failed stays", v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{exited(0)}}, v1.PodFailed},
+		{"already Succeeded stays", v1.PodStatus{Phase: v1.PodSucceeded, ContainerStatuses: []v1.ContainerStatus{exited(1)}}, v1.PodSucceeded},
+	} {
+		if got := FinalPhase(tc.st); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestActiveDeadline(t *testing.T) {
+	start := metav1.NewTime(t0)
+	for _, tc := range []struct {
+		name     string
+		deadline *int64
+		start    *metav1.Time
+		now      time.Time
+		exceeded bool
+		left     time.Duration
+	}{
+		{"no deadline", nil, &start, t0.Add(time.Hour), false, 0},
+		{"not started", ptr.To[int64](5), nil, t0.Add(time.Hour), false, 0},
+		{"time left", ptr.To[int64](5), &start, t0.Add(2 * time.Second), false, 3 * time.Second},
+		{"exactly at the deadline", ptr.To[int64](5), &start, t0.Add(5 * time.Second), true, 0},
+		{"past it", ptr.To[int64](5), &start, t0.Add(7 * time.Second), true, -2 * time.Second},
+	} {
+		pod := testPod()
+		pod.Spec.ActiveDeadlineSeconds = tc.deadline
+		exceeded, left := ActiveDeadline(pod, tc.start, tc.now)
+		if exceeded != tc.exceeded || left != tc.left {
+			t.Errorf("%s: %v %v, want %v %v", tc.name, exceeded, left, tc.exceeded, tc.left)
+		}
+	}
+}
