@@ -6,7 +6,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nodelet/nodelet/internal/machine"
 )
@@ -199,7 +198,6 @@ func newManager(t *testing.T, k *fakeKernel, mod func(*Config)) *Manager {
 		EnforceNodeAllocatable: []string{"pods"},
 		KubeReserved:           map[string]string{"memory": "100Mi", "cpu": "100m"},
 		SystemReserved:         map[string]string{"memory": "50Mi"},
-		Now:                    time.Now,
 		mkdir:                  k.mkdir,
 		rmdir:                  k.rmdir,
 	}

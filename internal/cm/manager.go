@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/nodelet/nodelet/internal/podspec"
@@ -70,8 +71,8 @@ type Config struct {
 	CPUCFSQuotaPeriod time.Duration
 	// PodPidsLimit is podPidsLimit: pids.max of each pod cgroup when > 0.
 	PodPidsLimit int64
-	// Now is the clock of the orphan grace; nil is time.Now.
-	Now func() time.Time
+	// Clock is the clock of the orphan grace (the real clock when nil).
+	Clock clock.PassiveClock
 
 	// mkdir and rmdir make and remove one cgroup directory; tests fake the
 	// kernel with them.
@@ -112,8 +113,8 @@ func New(cfg Config) (*Manager, error) {
 	if len(cg.Hierarchies) == 0 {
 		return nil, fmt.Errorf("no cgroup hierarchy mounted under %s", cg.Mount)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.mkdir == nil {
 		cfg.mkdir = func(dir string) error { return os.Mkdir(dir, 0o755) }
@@ -720,7 +721,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context, keep func(types.UID) bool)
 			}
 		}
 	}
-	now := m.cfg.Now()
+	now := m.cfg.Clock.Now()
 	var removed []types.UID
 	var errs []error
 	for _, uid := range order {

@@ -6,12 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/machine"
 )
@@ -123,6 +126,36 @@ func TestStartErrors(t *testing.T) {
 	}
 	if _, err := New(Config{Driver: "bogus", Machine: k.facts()}); err == nil {
 		t.Error("New with a bad driver: no error")
+	}
+}
+
+func TestNew(t *testing.T) {
+	k := newFakeKernel(t, false)
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no hierarchy", Config{Machine: machine.Facts{Cgroups: machine.ReadCgroups(t.TempDir())}}, "no cgroup hierarchy"},
+		{"a bad driver", Config{Driver: "bogus", Machine: k.facts()}, "cgroupDriver must be"},
+		{"a nil clock is the real one", Config{Machine: k.facts()}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := m.cfg.Clock.(clock.RealClock); !ok {
+				t.Errorf("clock %T, want the real clock", m.cfg.Clock)
+			}
+		})
 	}
 }
 
@@ -371,7 +404,7 @@ func TestCleanupOrphans(t *testing.T) {
 		t.Run(driver, func(t *testing.T) {
 			k := newFakeKernel(t, false)
 			now := time.Now().Add(2 * OrphanGrace)
-			m := newManager(t, k, func(c *Config) { c.Driver = driver; c.Now = func() time.Time { return now } })
+			m := newManager(t, k, func(c *Config) { c.Driver = driver; c.Clock = testingclock.NewFakePassiveClock(now) })
 			if err := m.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}

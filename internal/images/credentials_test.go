@@ -193,11 +193,11 @@ func TestEnsureImageWithPullSecrets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := &authImages{fakeImages: fakeImages{present: map[string]bool{}}}
 			rec := record.NewFakeRecorder(100)
-			opts := Options{}
+			cfg := Config{Service: svc, Recorder: rec, Clock: testingclock.NewFakeClock(time.Now())}
 			if tt.getter {
-				opts.Secrets = secrets
+				cfg.Secrets = secrets
 			}
-			p := NewPuller(svc, rec, testingclock.NewFakeClock(time.Now()), opts)
+			p := newPuller(t, cfg)
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}}
 			for _, s := range tt.secrets {
 				pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, v1.LocalObjectReference{Name: s})

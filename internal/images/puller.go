@@ -52,8 +52,15 @@ const (
 // PLEG event of the sandbox it just created, about a second later).
 const ReportBackOffAfter = time.Second
 
-// Options configure a Puller.
-type Options struct {
+// Config configures a Puller.
+type Config struct {
+	// Service is the CRI image service images are pulled through.
+	Service internalapi.ImageManagerService
+	// Recorder gets the pull events (Pulling, Pulled, Failed, BackOff...);
+	// nil records none.
+	Recorder record.EventRecorder
+	// Clock times pulls and their back-off (the real clock when nil).
+	Clock clock.Clock
 	// Serialize pulls one image at a time (serializeImagePulls).
 	Serialize bool
 	// MaxParallel limits the pulls in flight when not Serialize
@@ -101,24 +108,30 @@ type flight struct {
 	credential *Credential   // the credential that worked, if any
 }
 
-// NewPuller returns a Puller.
-func NewPuller(svc internalapi.ImageManagerService, recorder record.EventRecorder, clk clock.Clock, opts Options) *Puller {
+// New returns a Puller for cfg. It fails when cfg has no Service.
+func New(cfg Config) (*Puller, error) {
+	if cfg.Service == nil {
+		return nil, errors.New("images: Config.Service is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	p := &Puller{
-		svc:      svc,
-		recorder: recorder,
-		clock:    clk,
-		secrets:  opts.Secrets,
-		backoff:  flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, clk),
+		svc:      cfg.Service,
+		recorder: cfg.Recorder,
+		clock:    cfg.Clock,
+		secrets:  cfg.Secrets,
+		backoff:  flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, cfg.Clock),
 		inflight: map[string]*flight{},
 		failures: map[string]failure{},
 	}
 	switch {
-	case opts.Serialize:
+	case cfg.Serialize:
 		p.tokens = make(chan struct{}, 1)
-	case opts.MaxParallel != nil && *opts.MaxParallel >= 1:
-		p.tokens = make(chan struct{}, *opts.MaxParallel)
+	case cfg.MaxParallel != nil && *cfg.MaxParallel >= 1:
+		p.tokens = make(chan struct{}, *cfg.MaxParallel)
 	}
-	return p
+	return p, nil
 }
 
 // EnsureImage returns the image reference (its ID) of c's image, pulling it

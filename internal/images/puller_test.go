@@ -13,9 +13,49 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
+
+// newPuller is New for tests: it fails the test on an error.
+func newPuller(t *testing.T, cfg Config) *Puller {
+	t.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNew(t *testing.T) {
+	svc := critest.NewFakeImageService()
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no service", Config{}, "Config.Service is required"},
+		{"a nil clock is the real one", Config{Service: svc}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := p.clock.(clock.RealClock); !ok {
+				t.Errorf("clock %T, want the real clock", p.clock)
+			}
+		})
+	}
+}
 
 func TestEnsureImage(t *testing.T) {
 	tests := []struct {
@@ -44,7 +84,7 @@ func TestEnsureImage(t *testing.T) {
 			if tt.pullErr != nil {
 				svc.InjectError("PullImage", tt.pullErr)
 			}
-			p := NewPuller(svc, nil, testingclock.NewFakeClock(time.Now()), Options{Serialize: true})
+			p := newPuller(t, Config{Service: svc, Clock: testingclock.NewFakeClock(time.Now()), Serialize: true})
 			pod := &v1.Pod{}
 			pod.UID = "u"
 			c := &v1.Container{Name: "c", Image: tt.image, ImagePullPolicy: tt.policy}
@@ -72,7 +112,7 @@ func TestEnsureImage(t *testing.T) {
 func TestPullBackOff(t *testing.T) {
 	svc := critest.NewFakeImageService()
 	clk := testingclock.NewFakeClock(time.Now())
-	p := NewPuller(svc, nil, clk, Options{})
+	p := newPuller(t, Config{Service: svc, Clock: clk})
 	pod := &v1.Pod{}
 	pod.UID = "u"
 	c := &v1.Container{Name: "c", Image: "missing:1", ImagePullPolicy: v1.PullIfNotPresent}
@@ -130,7 +170,7 @@ func TestNormalizeImage(t *testing.T) {
 func TestPullErrorThenBackOffSequence(t *testing.T) {
 	svc := critest.NewFakeImageService()
 	clk := testingclock.NewFakeClock(time.Now())
-	p := NewPuller(svc, nil, clk, Options{})
+	p := newPuller(t, Config{Service: svc, Clock: clk})
 	pod := &v1.Pod{}
 	pod.UID = "u"
 	c := &v1.Container{Name: "c", Image: "private.example/app:1", ImagePullPolicy: v1.PullAlways}
@@ -183,18 +223,20 @@ func TestParallelPulls(t *testing.T) {
 	const images = 5
 	tests := []struct {
 		name      string
-		opts      Options
+		cfg       Config
 		wantLimit int
 	}{
-		{"serializeImagePulls", Options{Serialize: true}, 1},
-		{"maxParallelImagePulls 2", Options{MaxParallel: ptr.To[int32](2)}, 2},
-		{"maxParallelImagePulls 1", Options{MaxParallel: ptr.To[int32](1)}, 1},
-		{"unlimited", Options{}, images},
+		{"serializeImagePulls", Config{Serialize: true}, 1},
+		{"maxParallelImagePulls 2", Config{MaxParallel: ptr.To[int32](2)}, 2},
+		{"maxParallelImagePulls 1", Config{MaxParallel: ptr.To[int32](1)}, 1},
+		{"unlimited", Config{}, images},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := &fakeImages{present: map[string]bool{}, gate: make(chan struct{}), started: make(chan string, images)}
-			p := NewPuller(svc, nil, testingclock.NewFakeClock(time.Now()), tt.opts)
+			cfg := tt.cfg
+			cfg.Service, cfg.Clock = svc, testingclock.NewFakeClock(time.Now())
+			p := newPuller(t, cfg)
 			errs := make(chan error, images)
 			for i := 0; i < images; i++ {
 				pod := &v1.Pod{}
@@ -237,7 +279,7 @@ func TestSameImagePulledOnce(t *testing.T) {
 	secrets := fakeSecrets{"ns/s": dockerConfigJSON("ns", "s", map[string]string{"registry.example": "u:p"})}
 	svc := &fakeImages{present: map[string]bool{}, gate: make(chan struct{}), started: make(chan string, 10)}
 	rec := record.NewFakeRecorder(100)
-	p := NewPuller(svc, rec, testingclock.NewFakeClock(time.Now()), Options{Secrets: secrets})
+	p := newPuller(t, Config{Service: svc, Recorder: rec, Clock: testingclock.NewFakeClock(time.Now()), Secrets: secrets})
 	type result struct {
 		ref string
 		err error

@@ -22,13 +22,16 @@ func (presentImages) EnsureImage(_ context.Context, _ *v1.Pod, c *v1.Container, 
 func newTestManager(t *testing.T) (*Manager, *critest.FakeRuntimeService, *testingclock.FakeClock) {
 	rt := critest.NewFakeRuntimeService()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m := NewManager(Config{
+	m, err := New(Config{
 		Runtime:    rt,
 		Images:     presentImages{},
 		Clock:      clk,
 		PodLogsDir: t.TempDir(),
 		PodsDir:    t.TempDir(),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return m, rt, clk
 }
 

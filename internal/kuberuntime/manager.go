@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -40,13 +41,17 @@ type HookRunner interface {
 
 // Config configures a Manager.
 type Config struct {
+	// Runtime is the CRI runtime service.
 	Runtime internalapi.RuntimeService
-	Images  ImageEnsurer
+	// Images makes containers' images present.
+	Images ImageEnsurer
 	// Hooks runs lifecycle hooks; nil runs none.
 	Hooks HookRunner
 	// Recorder gets the upstream events (Created, Started, Killing, BackOff...).
 	Recorder record.EventRecorder
-	Clock    clock.Clock
+	// Clock times the restart back-off and grace periods (the real clock
+	// when nil).
+	Clock clock.Clock
 	// PodLogsDir is podLogsDir: /var/log/pods by default.
 	PodLogsDir string
 	// RootDir is the root dir (<root-dir>/seccomp holds Localhost seccomp
@@ -98,8 +103,15 @@ type Manager struct {
 	backoffReported map[string]bool
 }
 
-// NewManager returns a Manager.
-func NewManager(cfg Config) *Manager {
+// New returns a Manager for cfg. It fails when cfg has no Runtime or
+// Images.
+func New(cfg Config) (*Manager, error) {
+	switch {
+	case cfg.Runtime == nil:
+		return nil, errors.New("kuberuntime: Config.Runtime is required")
+	case cfg.Images == nil:
+		return nil, errors.New("kuberuntime: Config.Images is required")
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -118,13 +130,7 @@ func NewManager(cfg Config) *Manager {
 		statusCache: map[string]*kubecontainer.ContainerStatus{},
 
 		backoffReported: map[string]bool{},
-	}
-}
-
-// SetEnvSources sets where env's ConfigMaps, Secrets and service variables
-// and RuntimeClasses come from (cluster mode). Call before the first sync.
-func (m *Manager) SetEnvSources(objects ObjectGetter, services ServiceEnv, handlers RuntimeHandlers) {
-	m.cfg.Objects, m.cfg.ServiceEnv, m.cfg.RuntimeHandlers = objects, services, handlers
+	}, nil
 }
 
 // Runtime returns the CRI runtime service.

@@ -37,9 +37,15 @@ const (
 	DefaultMaxWorkers      = 1
 )
 
-// Config mirrors the KubeletConfiguration fields. A zero field takes the
-// upstream default.
+// Config configures a Manager: the runtime and clock, and the
+// KubeletConfiguration fields, where a zero field takes the upstream default.
 type Config struct {
+	// Runtime is the CRI runtime service the running containers and their
+	// log paths come from, and that reopens rotated logs.
+	Runtime internalapi.RuntimeService
+	// Clock drives the monitor interval and names rotated files (the real
+	// clock when nil).
+	Clock clock.WithTicker
 	// MaxSize is containerLogMaxSize in bytes (default 10Mi): a log at least
 	// this big is rotated. A negative value disables rotation, as upstream.
 	MaxSize int64
@@ -88,20 +94,20 @@ type Manager struct {
 	locks keyedLocks
 }
 
-// NewManager returns a Manager for the runtime rs. It fails on an invalid
-// configuration. A nil clk means the real clock.
-func NewManager(rs internalapi.RuntimeService, clk clock.WithTicker, cfg Config) (*Manager, error) {
-	if rs == nil {
-		return nil, errors.New("container log manager: nil runtime service")
+// New returns a Manager for cfg. It fails without cfg.Runtime or on an
+// invalid configuration.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("logs: Config.Runtime is required")
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("container log manager: %w", err)
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
-	return &Manager{rs: rs, clock: clk, cfg: cfg}, nil
+	return &Manager{rs: cfg.Runtime, clock: cfg.Clock, cfg: cfg}, nil
 }
 
 // enabled tells whether log rotation is on.

@@ -21,6 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -170,7 +171,7 @@ func readFiles(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-func TestNewManagerConfig(t *testing.T) {
+func TestNewConfig(t *testing.T) {
 	rs := newFakeRuntime()
 	for _, tc := range []struct {
 		name    string
@@ -178,6 +179,8 @@ func TestNewManagerConfig(t *testing.T) {
 		cfg     Config
 		want    Config
 		wantErr string
+		// realClock leaves Config.Clock nil: New takes the real clock.
+		realClock bool
 	}{
 		{name: "zero takes defaults", rs: rs, cfg: Config{},
 			want: Config{MaxSize: 10 * 1024 * 1024, MaxFiles: 5, MonitorInterval: 10 * time.Second, MaxWorkers: 1}},
@@ -189,10 +192,17 @@ func TestNewManagerConfig(t *testing.T) {
 		{name: "negative files", rs: rs, cfg: Config{MaxFiles: -3}, wantErr: "containerLogMaxFiles"},
 		{name: "negative interval", rs: rs, cfg: Config{MonitorInterval: -time.Second}, wantErr: "containerLogMonitorInterval"},
 		{name: "negative workers", rs: rs, cfg: Config{MaxWorkers: -1}, wantErr: "containerLogMaxWorkers"},
-		{name: "no runtime", rs: nil, cfg: Config{}, wantErr: "nil runtime"},
+		{name: "no runtime", rs: nil, cfg: Config{}, wantErr: "Config.Runtime is required"},
+		{name: "a nil clock is the real one", rs: rs, cfg: Config{}, realClock: true,
+			want: Config{MaxSize: 10 * 1024 * 1024, MaxFiles: 5, MonitorInterval: 10 * time.Second, MaxWorkers: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := NewManager(tc.rs, testingclock.NewFakeClock(t0), tc.cfg)
+			cfg := tc.cfg
+			cfg.Runtime = tc.rs
+			if !tc.realClock {
+				cfg.Clock = testingclock.NewFakeClock(t0)
+			}
+			m, err := New(cfg)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one about %q", err, tc.wantErr)
@@ -202,8 +212,13 @@ func TestNewManagerConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.cfg != tc.want {
-				t.Errorf("config %+v, want %+v", m.cfg, tc.want)
+			if _, real := m.clock.(clock.RealClock); real != tc.realClock {
+				t.Errorf("clock %T, want the real one: %v", m.clock, tc.realClock)
+			}
+			got := m.cfg
+			got.Runtime, got.Clock = nil, nil
+			if got != tc.want {
+				t.Errorf("config %+v, want %+v", got, tc.want)
 			}
 		})
 	}
@@ -365,7 +380,7 @@ func TestRotateOnce(t *testing.T) {
 			if maxFiles == 0 {
 				maxFiles = 5
 			}
-			m, err := NewManager(rs, testingclock.NewFakeClock(t0), Config{MaxSize: 10, MaxFiles: maxFiles})
+			m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0), MaxSize: 10, MaxFiles: maxFiles})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -389,7 +404,7 @@ func TestRotateOnce(t *testing.T) {
 
 func TestRotateOnceListsRunningContainersOnly(t *testing.T) {
 	rs := newFakeRuntime()
-	m, err := NewManager(rs, testingclock.NewFakeClock(t0), Config{})
+	m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +431,7 @@ func TestRotationOverManyPasses(t *testing.T) {
 	rs := newFakeRuntime()
 	rs.add("c1", running, logPath)
 	clk := testingclock.NewFakeClock(t0)
-	m, err := NewManager(rs, clk, Config{MaxSize: 4, MaxFiles: maxFiles})
+	m, err := New(Config{Runtime: rs, Clock: clk, MaxSize: 4, MaxFiles: maxFiles})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +484,7 @@ func TestCompressedContentAndMode(t *testing.T) {
 	}
 	rs := newFakeRuntime()
 	rs.add("c1", running, logPath)
-	m, err := NewManager(rs, testingclock.NewFakeClock(t0), Config{MaxSize: 10})
+	m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0), MaxSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +532,7 @@ func TestRotateOnceWorkers(t *testing.T) {
 			inFlight--
 			mu.Unlock()
 		}
-		m, err := NewManager(rs, testingclock.NewFakeClock(t0), Config{MaxSize: 10, MaxWorkers: workers})
+		m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0), MaxSize: 10, MaxWorkers: workers})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -581,7 +596,7 @@ func TestClean(t *testing.T) {
 			}
 			rs.add("c1", exited, logPath)
 			rs.statusErr = tc.statusErr
-			m, err := NewManager(rs, testingclock.NewFakeClock(t0), Config{})
+			m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -605,7 +620,7 @@ func TestDisabled(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"0.log": strings.Repeat("x", 100)})
 	rs := newFakeRuntime()
 	rs.add("c1", running, logPath)
-	m, err := NewManager(rs, testingclock.NewFakeClock(t0), Config{MaxSize: -1})
+	m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0), MaxSize: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +648,7 @@ func TestLogging(t *testing.T) {
 	rs.add("c1", running, logPath)
 	rs.add("c2", exited, filepath.Join(dir, "1.log"))
 	clk := testingclock.NewFakeClock(t0)
-	m, err := NewManager(rs, clk, Config{MaxSize: 10})
+	m, err := New(Config{Runtime: rs, Clock: clk, MaxSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,7 +684,7 @@ func TestRun(t *testing.T) {
 	rs.add("c1", running, logPath)
 	writeFiles(t, dir, map[string]string{"0.log": "0123456789"})
 	clk := testingclock.NewFakeClock(t0)
-	m, err := NewManager(rs, clk, Config{MaxSize: 10, MonitorInterval: 10 * time.Second})
+	m, err := New(Config{Runtime: rs, Clock: clk, MaxSize: 10, MonitorInterval: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -718,7 +733,7 @@ func TestConcurrentCleanAndRotate(t *testing.T) {
 		rs.add(id, running, filepath.Join(dir, id+".log"))
 	}
 	clk := testingclock.NewFakeClock(t0)
-	m, err := NewManager(rs, clk, Config{MaxSize: 1, MaxWorkers: 2})
+	m, err := New(Config{Runtime: rs, Clock: clk, MaxSize: 1, MaxWorkers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

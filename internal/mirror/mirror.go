@@ -8,6 +8,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -30,9 +31,28 @@ type Manager struct {
 	node func() *v1.Node
 }
 
-// New returns a Manager.
-func New(client kubernetes.Interface, lister corelisters.PodLister, node func() *v1.Node) *Manager {
-	return &Manager{client: client, lister: lister, node: node}
+// Config configures a Manager.
+type Config struct {
+	// Client writes the mirror pods.
+	Client kubernetes.Interface
+	// Lister gives the pods bound to the node, mirror pods included.
+	Lister corelisters.PodLister
+	// Node returns the Node that owns mirror pods (nil until registered).
+	Node func() *v1.Node
+}
+
+// New returns a Manager for cfg. It fails when cfg has no Client, Lister or
+// Node.
+func New(cfg Config) (*Manager, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("mirror: Config.Client is required")
+	case cfg.Lister == nil:
+		return nil, errors.New("mirror: Config.Lister is required")
+	case cfg.Node == nil:
+		return nil, errors.New("mirror: Config.Node is required")
+	}
+	return &Manager{client: cfg.Client, lister: cfg.Lister, node: cfg.Node}, nil
 }
 
 // Get returns the mirror pod of a static pod, if the informer has one.

@@ -8,24 +8,26 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/nodestatus"
 	"github.com/nodelet/nodelet/internal/source/services"
 )
 
-// setupEnvSources gives the runtime manager what container environments
-// refer to in cluster mode: ConfigMaps and Secrets (the cached API getter)
-// and the Services (an informer, started by Run).
-func (n *Nodelet) setupEnvSources() {
+// addEnvSources adds to the runtime manager's cfg what container
+// environments refer to in cluster mode: ConfigMaps and Secrets (the cached
+// API getter), the Services (an informer, started by Run) and
+// RuntimeClasses. Standalone, there are none.
+func (n *Nodelet) addEnvSources(cfg *kuberuntime.Config) error {
 	if n.client == nil {
-		return
+		return nil
 	}
-	n.runtime.SetEnvSources(n.apiGetter, n.services().Env, n.runtimeHandler)
-}
-
-// services returns the Service informer, created on first use.
-func (n *Nodelet) services() *services.Source {
-	n.servicesOnce.Do(func() { n.serviceSource = services.New(n.client) })
-	return n.serviceSource
+	src, err := services.New(services.Config{Client: n.client})
+	if err != nil {
+		return err
+	}
+	n.serviceSource = src
+	cfg.Objects, cfg.ServiceEnv, cfg.RuntimeHandlers = n.apiGetter, src.Env, n.runtimeHandler
+	return nil
 }
 
 // allocatable is the node's allocatable: from the Node in cluster mode,

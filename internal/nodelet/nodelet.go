@@ -89,15 +89,14 @@ type Nodelet struct {
 	mirrors    *mirror.Manager
 	syncer     *status.Syncer
 	apiGetter  *volumes.APIGetter
+	// serviceSource is the Service informer of container environments.
+	serviceSource *services.Source
 
 	// pendingAdmission holds pods that wait for the Node to be registered.
 	// Owned by the main loop.
 	pendingAdmission []*v1.Pod
 	// sysctls is the node's sysctl allowlist (safe and allowedUnsafeSysctls).
 	sysctls *admission.Sysctls
-
-	servicesOnce  sync.Once
-	serviceSource *services.Source
 
 	// machineAlloc is the machine's allocatable, computed once (standalone
 	// mode has no Node to read it from).
@@ -146,13 +145,25 @@ func New(opts *config.Options) (*Nodelet, error) {
 		// ConfigMaps and Secrets are re-read at most every syncFrequency
 		// (and every minute at most): an update reaches running pods'
 		// files within syncFrequency plus this TTL.
-		n.apiGetter = volumes.NewAPIGetter(n.client, n.clock, min(time.Minute, opts.Config.SyncFrequency.Duration))
-		getter = n.apiGetter
+		g, err := volumes.NewAPIGetter(volumes.APIGetterConfig{
+			Client: n.client, Clock: n.clock, TTL: min(time.Minute, opts.Config.SyncFrequency.Duration),
+		})
+		if err != nil {
+			return nil, err
+		}
+		n.apiGetter = g
+		getter = g
 	}
 	// The node's allocatable (for downwardAPI resourceFieldRef limits a
 	// container does not set) and the recorder (emptyDir over its sizeLimit).
-	n.volumes = volumes.NewManager(filepath.Join(opts.RootDir, "pods"), getter,
-		volumes.Options{Allocatable: n.allocatable, Recorder: n.recorder, Clock: n.clock})
+	vols, err := volumes.New(volumes.ManagerConfig{
+		PodsDir: filepath.Join(opts.RootDir, "pods"), Getter: getter,
+		Allocatable: n.allocatable, Recorder: n.recorder, Clock: n.clock,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.volumes = vols
 	return n, nil
 }
 
@@ -214,7 +225,10 @@ func (n *Nodelet) Run(ctx context.Context) error {
 
 	var fileUpdates <-chan []*v1.Pod
 	if cfg.StaticPodPath != "" {
-		src := file.New(file.Config{Dir: cfg.StaticPodPath, NodeName: n.opts.NodeName, Period: cfg.FileCheckFrequency.Duration, Clock: n.clock})
+		src, err := file.New(file.Config{Dir: cfg.StaticPodPath, NodeName: n.opts.NodeName, Period: cfg.FileCheckFrequency.Duration, Clock: n.clock})
+		if err != nil {
+			return err
+		}
 		goRun(func() { src.Run(ctx) })
 		fileUpdates = src.Updates()
 	} else {
@@ -226,7 +240,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 		goRun(func() { n.apiSource.Run(ctx) })
 		goRun(func() { n.nodeStatus.Run(ctx) })
 		goRun(func() { n.syncer.Run(ctx) })
-		goRun(func() { n.services().Run(ctx) })
+		goRun(func() { n.serviceSource.Run(ctx) })
 		apiEvents, mirrorEvents = n.apiSource.Events(), n.apiSource.Mirrors()
 	} else {
 		n.sourcesSeen[sourceAPI] = true
@@ -323,15 +337,23 @@ func runtimeWatchers(cfg *kubeletv1beta1.KubeletConfiguration) []pleg.Watcher {
 	}
 }
 
+// setup creates the components that need the runtime. In cluster mode it
+// also creates those that talk to the API server.
 func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) error {
 	cfg := &n.opts.Config
-	pullOpts := images.Options{Serialize: *cfg.SerializeImagePulls, MaxParallel: cfg.MaxParallelImagePulls}
-	if n.apiGetter != nil {
-		pullOpts.Secrets = n.apiGetter // imagePullSecrets, through the shared cache
+	pullCfg := images.Config{
+		Service: is, Recorder: n.recorder, Clock: n.clock,
+		Serialize: *cfg.SerializeImagePulls, MaxParallel: cfg.MaxParallelImagePulls,
 	}
-	n.puller = images.NewPuller(is, n.recorder, n.clock, pullOpts)
+	if n.apiGetter != nil {
+		pullCfg.Secrets = n.apiGetter // imagePullSecrets, through the shared cache
+	}
+	var err error
+	if n.puller, err = images.New(pullCfg); err != nil {
+		return err
+	}
 	runner := &prober.Runner{Runtime: rs}
-	n.runtime = kuberuntime.NewManager(kuberuntime.Config{
+	rtCfg := kuberuntime.Config{
 		Runtime:    rs,
 		Images:     n.puller,
 		Hooks:      runner,
@@ -349,18 +371,23 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		PodCgroups:            n.cgroups,
 		NodeAllocatable:       n.allocatable,
 		RootDir:               n.opts.RootDir,
-	})
-	n.setupEnvSources()
-	n.pleg = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock, Watchers: runtimeWatchers(cfg)})
-	n.prober = prober.New(runner, n.recorder, n.clock)
+	}
+	if err = n.addEnvSources(&rtCfg); err != nil {
+		return err
+	}
+	if n.runtime, err = kuberuntime.New(rtCfg); err != nil {
+		return err
+	}
+	if n.pleg, err = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock, Watchers: runtimeWatchers(cfg)}); err != nil {
+		return err
+	}
+	if n.prober, err = prober.New(prober.Config{Runner: runner, Recorder: n.recorder, Clock: n.clock}); err != nil {
+		return err
+	}
 	if n.client != nil {
-		n.apiSource = apiserver.New(klog.FromContext(ctx), n.client, n.opts.NodeName)
-		n.nodeStatus = nodestatus.New(nodestatus.Config{
-			Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
-			Kubelet: cfg, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
-		})
-		n.mirrors = mirror.New(n.client, n.apiSource.Lister(), n.nodeStatus.Node)
-		n.syncer = status.NewSyncer(n.client, n.apiSource.Lister(), n.statuses, n.clock)
+		if err := n.setupCluster(cfg, rs, is); err != nil {
+			return err
+		}
 	}
 	ps := podsync.Config{
 		Runtime: n.runtime, Volumes: n.volumes, Prober: n.prober, Statuses: n.statuses, Cgroups: n.cgroups,
@@ -370,17 +397,36 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	if n.client != nil { // typed nil pointers would be non-nil interfaces
 		ps.Mirrors, ps.Finisher, ps.Objects = n.mirrors, n.syncer, n.apiGetter
 	}
-	var err error
 	if n.podsync, err = podsync.New(ps); err != nil {
 		return err
 	}
-	n.workers = podworkers.New(ctx, podworkers.Config{
+	n.workers, err = podworkers.New(podworkers.Config{
+		Context:      ctx,
 		Syncer:       n.podsync,
 		Clock:        n.clock,
 		Resync:       cfg.SyncFrequency.Duration,
 		OnTerminated: n.onTerminated,
 	})
-	return nil
+	return err
+}
+
+// setupCluster creates the components that talk to the API server.
+func (n *Nodelet) setupCluster(cfg *kubeletv1beta1.KubeletConfiguration, rs internalapi.RuntimeService, is internalapi.ImageManagerService) error {
+	var err error
+	if n.apiSource, err = apiserver.New(apiserver.Config{Client: n.client, NodeName: n.opts.NodeName}); err != nil {
+		return err
+	}
+	if n.nodeStatus, err = nodestatus.New(nodestatus.Config{
+		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
+		Kubelet: cfg, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
+	}); err != nil {
+		return err
+	}
+	if n.mirrors, err = mirror.New(mirror.Config{Client: n.client, Lister: n.apiSource.Lister(), Node: n.nodeStatus.Node}); err != nil {
+		return err
+	}
+	n.syncer, err = status.NewSyncer(status.SyncerConfig{Client: n.client, Lister: n.apiSource.Lister(), Store: n.statuses, Clock: n.clock})
+	return err
 }
 
 func (n *Nodelet) healthHandler() http.Handler {

@@ -29,7 +29,9 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 	if err != nil {
 		return fmt.Errorf("containerLogMaxSize: %w", err)
 	}
-	rotator, err := logs.NewManager(rs, n.clock, logs.Config{
+	rotator, err := logs.New(logs.Config{
+		Runtime:         rs,
+		Clock:           n.clock,
 		MaxSize:         maxSize.Value(),
 		MaxFiles:        int(*cfg.ContainerLogMaxFiles),
 		MonitorInterval: cfg.ContainerLogMonitorInterval.Duration,
@@ -50,6 +52,10 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 			ips = append(ips, ip)
 		}
 	}
+	st, err := n.newStats(ctx, rs, is)
+	if err != nil {
+		return fmt.Errorf("kubelet API: %w", err)
+	}
 	srv, err := server.New(server.Config{
 		NodeName: n.opts.NodeName,
 		Kubelet:  cfg,
@@ -60,7 +66,7 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 		Client:   n.client,
 		Host:     apiHost{n},
 		Runtime:  rs,
-		Stats:    n.newStats(ctx, rs, is),
+		Stats:    st,
 	})
 	if err != nil {
 		return fmt.Errorf("kubelet API: %w", err)
@@ -95,9 +101,9 @@ func (n *Nodelet) runningCounts() (int, map[string]int) {
 
 // newStats is the /stats/summary and /metrics/resource provider; the
 // /metrics/resource scrapes log to ctx's logger.
-func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) server.Stats {
+func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) (*stats.Provider, error) {
 	podsDir := filepath.Join(n.opts.RootDir, "pods")
-	return stats.NewProvider(klog.FromContext(ctx), stats.Config{
+	return stats.New(stats.Config{
 		NodeName:   n.opts.NodeName,
 		RootDir:    n.opts.RootDir,
 		PodLogsDir: n.opts.Config.PodLogsDir,
@@ -105,6 +111,7 @@ func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, i
 		Images:     is,
 		Clock:      n.clock,
 		Machine:    n.machine,
+		Logger:     klog.FromContext(ctx),
 		Pods: func() []stats.PodInfo {
 			var out []stats.PodInfo
 			for _, p := range n.pods.Admitted("") {

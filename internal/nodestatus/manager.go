@@ -2,6 +2,7 @@ package nodestatus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -80,8 +81,23 @@ type Manager struct {
 	lastReady  *bool
 }
 
-// New returns a Manager.
-func New(cfg Config) *Manager {
+// New returns a Manager for cfg. It fails when cfg has no Client,
+// NodeName, Kubelet, Runtime, Images or Recorder.
+func New(cfg Config) (*Manager, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("nodestatus: Config.Client is required")
+	case cfg.NodeName == "":
+		return nil, errors.New("nodestatus: Config.NodeName is required")
+	case cfg.Kubelet == nil:
+		return nil, errors.New("nodestatus: Config.Kubelet is required")
+	case cfg.Runtime == nil:
+		return nil, errors.New("nodestatus: Config.Runtime is required")
+	case cfg.Images == nil:
+		return nil, errors.New("nodestatus: Config.Images is required")
+	case cfg.Recorder == nil:
+		return nil, errors.New("nodestatus: Config.Recorder is required")
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -101,7 +117,7 @@ func New(cfg Config) *Manager {
 		AddFunc:    poke,
 		UpdateFunc: func(_, cur any) { poke(cur) },
 	})
-	return m
+	return m, nil
 }
 
 // Node returns the latest Node object, nil before registration.

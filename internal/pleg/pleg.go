@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -87,8 +88,15 @@ type entity struct {
 	isBox bool
 }
 
-// New returns a Generic PLEG.
-func New(cfg Config) *Generic {
+// New returns a Generic PLEG for cfg. It fails when cfg has no Lister or
+// no Period.
+func New(cfg Config) (*Generic, error) {
+	switch {
+	case cfg.Lister == nil:
+		return nil, errors.New("pleg: Config.Lister is required")
+	case cfg.Period <= 0:
+		return nil, errors.New("pleg: Config.Period is required")
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -98,7 +106,7 @@ func New(cfg Config) *Generic {
 	if cfg.EventedPeriod < cfg.Period {
 		cfg.EventedPeriod = max(cfg.Period, 10*time.Second)
 	}
-	return &Generic{cfg: cfg, events: make(chan *Event, 1000)}
+	return &Generic{cfg: cfg, events: make(chan *Event, 1000)}, nil
 }
 
 // Watch returns the event channel.

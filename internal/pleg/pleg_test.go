@@ -3,11 +3,13 @@ package pleg
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/kubecontainer"
@@ -29,6 +31,45 @@ func rpod(uid string, boxState runtimeapi.PodSandboxState, containers map[string
 		p.Containers = append(p.Containers, &runtimeapi.Container{Id: id, State: st})
 	}
 	return p
+}
+
+// newGeneric is New for tests: it fails the test on an error.
+func newGeneric(t *testing.T, cfg Config) *Generic {
+	t.Helper()
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no lister", Config{Period: time.Second}, "Config.Lister is required"},
+		{"no period", Config{Lister: &fakeLister{}}, "Config.Period is required"},
+		{"a nil clock is the real one", Config{Lister: &fakeLister{}, Period: time.Second}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := g.cfg.Clock.(clock.RealClock); !ok {
+				t.Errorf("clock %T, want the real clock", g.cfg.Clock)
+			}
+		})
+	}
 }
 
 func drain(g *Generic) map[string]EventType {
@@ -57,7 +98,7 @@ func TestRelistEmitsChanges(t *testing.T) {
 	run, exit := runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED
 	l := &fakeLister{pods: []*kubecontainer.RunningPod{rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run, "c2": run})}}
 	clk := testingclock.NewFakeClock(time.Now())
-	g := New(Config{Lister: l, Period: time.Second, Clock: clk, UnhealthyAfter: time.Minute})
+	g := newGeneric(t, Config{Lister: l, Period: time.Second, Clock: clk, UnhealthyAfter: time.Minute})
 	ctx := context.Background()
 
 	g.Relist(ctx)
@@ -96,7 +137,7 @@ func TestRelistEmitsChanges(t *testing.T) {
 func TestHealth(t *testing.T) {
 	l := &fakeLister{}
 	clk := testingclock.NewFakeClock(time.Now())
-	g := New(Config{Lister: l, Period: time.Second, Clock: clk, UnhealthyAfter: time.Minute})
+	g := newGeneric(t, Config{Lister: l, Period: time.Second, Clock: clk, UnhealthyAfter: time.Minute})
 	g.Relist(context.Background())
 	if err := g.Healthy(); err != nil || g.RuntimeError() != nil {
 		t.Fatalf("healthy after a good relist: %v %v", err, g.RuntimeError())

@@ -111,7 +111,7 @@ func TestEventsTriggerRelist(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	refusing := &chanWatcher{unsupported: true}
 	w := &chanWatcher{ids: make(chan string)}
-	g := New(Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Clock: clk, Watchers: []Watcher{refusing, w}})
+	g := newGeneric(t, Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Clock: clk, Watchers: []Watcher{refusing, w}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go g.Run(ctx)
@@ -161,7 +161,7 @@ func TestWatcherErrorsFallBackToPeriod(t *testing.T) {
 	l := &lockedLister{}
 	clk := testingclock.NewFakeClock(time.Now())
 	broken := &brokenWatcher{}
-	g := New(Config{Lister: l, Period: time.Second, Clock: clk, Watchers: []Watcher{broken}})
+	g := newGeneric(t, Config{Lister: l, Period: time.Second, Clock: clk, Watchers: []Watcher{broken}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go g.Run(ctx)
@@ -238,7 +238,7 @@ func TestPendingStopGivesUpToPeriodicRelist(t *testing.T) {
 	l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run}))
 	clk := testingclock.NewFakeClock(time.Now())
 	w := &chanWatcher{ids: make(chan string)}
-	g := New(Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Clock: clk, Watchers: []Watcher{w}})
+	g := newGeneric(t, Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Clock: clk, Watchers: []Watcher{w}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go g.Run(ctx)

@@ -2,6 +2,7 @@ package podworkers
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -36,8 +37,14 @@ const firstErrorDelay = 200 * time.Millisecond
 
 // Config configures Workers.
 type Config struct {
+	// Context bounds the workers: their goroutines and the syncs they run
+	// end when it is done, and no worker starts after. The workers log to
+	// its logger.
+	Context context.Context
+	// Syncer does the work for each pod.
 	Syncer Syncer
-	Clock  clock.Clock
+	// Clock times the resyncs (the real clock when nil).
+	Clock clock.Clock
 	// Resync is the longest time between two syncs of a pod (syncFrequency).
 	Resync time.Duration
 	// OnTerminated is called once a pod's termination finished.
@@ -71,12 +78,19 @@ type worker struct {
 	cancel   context.CancelFunc // of the in-flight sync or stop
 }
 
-// New returns Workers whose goroutines live until ctx is done.
-func New(ctx context.Context, cfg Config) *Workers {
+// New returns Workers for cfg, whose goroutines live until cfg.Context is
+// done. It fails when cfg has no Context or Syncer.
+func New(cfg Config) (*Workers, error) {
+	switch {
+	case cfg.Context == nil:
+		return nil, errors.New("podworkers: Config.Context is required")
+	case cfg.Syncer == nil:
+		return nil, errors.New("podworkers: Config.Syncer is required")
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Workers{cfg: cfg, ctx: ctx, workers: map[types.UID]*worker{}, done: map[types.UID]bool{}}
+	return &Workers{cfg: cfg, ctx: cfg.Context, workers: map[types.UID]*worker{}, done: map[types.UID]bool{}}, nil
 }
 
 // Sync hands the worker of pod its latest spec and wakes it, starting the

@@ -2,16 +2,59 @@ package podworkers
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
+
+// newWorkers is New for tests: it fails the test on an error.
+func newWorkers(t *testing.T, cfg Config) *Workers {
+	t.Helper()
+	ws, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func TestNew(t *testing.T) {
+	ctx := context.Background()
+	syncer := &fakeSyncer{inSync: map[types.UID]int{}}
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no context", Config{Syncer: syncer}, "Config.Context is required"},
+		{"no syncer", Config{Context: ctx}, "Config.Syncer is required"},
+		{"a nil clock is the real one", Config{Context: ctx, Syncer: syncer}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := ws.cfg.Clock.(clock.RealClock); !ok {
+				t.Errorf("clock %T, want the real clock", ws.cfg.Clock)
+			}
+		})
+	}
+}
 
 type call struct {
 	op  string
@@ -128,7 +171,7 @@ func TestSyncResyncAndTerminate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var terminated sync.Map
-	ws := New(ctx, Config{Syncer: f, Clock: clk, Resync: time.Minute, OnTerminated: func(uid types.UID) { terminated.Store(uid, true) }})
+	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Clock: clk, Resync: time.Minute, OnTerminated: func(uid types.UID) { terminated.Store(uid, true) }})
 
 	a := newPod("a")
 	ws.Sync(a)
@@ -171,7 +214,7 @@ func TestRequeueAfter(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ws := New(ctx, Config{Syncer: f, Clock: clk, Resync: time.Minute})
+	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Clock: clk, Resync: time.Minute})
 	ws.Sync(newPod("b"))
 	waitFor(t, "first sync", func() bool { return f.count("b", "sync") == 1 })
 	waitFor(t, "timer armed", func() bool { return clk.HasWaiters() })
@@ -184,7 +227,7 @@ func TestTerminateCancelsInFlightSync(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
-	ws := New(ctx, Config{Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
+	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
 	p := newPod("c")
 	ws.Sync(p)
 	waitFor(t, "sync started", func() bool { return f.count("c", "sync") == 1 })
@@ -209,7 +252,7 @@ func TestTerminateTwiceKeepsTheTerminationInFlight(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ws := New(ctx, Config{Syncer: f, Clock: clk, Resync: time.Minute})
+	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Clock: clk, Resync: time.Minute})
 	pod := &v1.Pod{}
 	pod.UID = "u1"
 	thirty, five := int64(30), int64(5)
@@ -249,7 +292,7 @@ func TestShorterGraceLeavesTheCleanupAlone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
-	ws := New(ctx, Config{Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
+	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
 	pod := newPod("p")
 	thirty, zero := int64(30), int64(0)
 	ws.Terminate(pod.UID, pod, nil, &thirty)

@@ -59,10 +59,27 @@ type workerKey struct {
 
 type resultKey = workerKey
 
-// New returns a Manager.
-func New(runner *Runner, recorder record.EventRecorder, clk clock.Clock) *Manager {
-	return &Manager{runner: runner, recorder: recorder, clock: clk, updates: make(chan types.UID, 1000), jitter: rand.Int64N,
-		workers: map[workerKey]*worker{}, results: map[resultKey]Result{}}
+// Config configures a Manager.
+type Config struct {
+	// Runner runs the probes.
+	Runner *Runner
+	// Recorder gets the probe events (Unhealthy, ProbeWarning); nil
+	// records none.
+	Recorder record.EventRecorder
+	// Clock times the probes (the real clock when nil).
+	Clock clock.Clock
+}
+
+// New returns a Manager for cfg. It fails when cfg has no Runner.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Runner == nil {
+		return nil, errors.New("prober: Config.Runner is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Manager{runner: cfg.Runner, recorder: cfg.Recorder, clock: cfg.Clock, updates: make(chan types.UID, 1000), jitter: rand.Int64N,
+		workers: map[workerKey]*worker{}, results: map[resultKey]Result{}}, nil
 }
 
 // Updates carries the UIDs of pods whose probe results changed.

@@ -3,16 +3,56 @@ package prober
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/metrics"
 )
+
+// newManager is New for tests: it fails the test on an error.
+func newManager(t *testing.T, cfg Config) *Manager {
+	t.Helper()
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no runner", Config{}, "Config.Runner is required"},
+		{"a nil clock is the real one", Config{Runner: &Runner{}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := m.clock.(clock.RealClock); !ok {
+				t.Errorf("clock %T, want the real clock", m.clock)
+			}
+		})
+	}
+}
 
 func waitResult(t *testing.T, m *Manager, id string, kind Kind, want Result, clk *testingclock.FakeClock) {
 	t.Helper()
@@ -31,7 +71,7 @@ func waitResult(t *testing.T, m *Manager, id string, kind Kind, want Result, clk
 func TestWorkersApplyThresholds(t *testing.T) {
 	rt := critest.NewFakeRuntimeService()
 	clk := testingclock.NewFakeClock(time.Now())
-	m := New(&Runner{Runtime: rt}, nil, clk)
+	m := newManager(t, Config{Runner: &Runner{Runtime: rt}, Clock: clk})
 	pod := &v1.Pod{}
 	pod.Name, pod.Namespace, pod.UID = "p", "ns", "uid-1"
 	c := &v1.Container{Name: "c",
@@ -75,7 +115,7 @@ func TestWorkersApplyThresholds(t *testing.T) {
 func TestStartupHoldsBackLiveness(t *testing.T) {
 	rt := critest.NewFakeRuntimeService()
 	clk := testingclock.NewFakeClock(time.Now())
-	m := New(&Runner{Runtime: rt}, nil, clk)
+	m := newManager(t, Config{Runner: &Runner{Runtime: rt}, Clock: clk})
 	pod := &v1.Pod{}
 	pod.Name, pod.Namespace, pod.UID = "p2", "ns", "uid-2"
 	probe := func(th int32) *v1.Probe {
@@ -106,7 +146,7 @@ func TestStartupHoldsBackLiveness(t *testing.T) {
 func TestStartupSuccessTriggersReadiness(t *testing.T) {
 	rt := critest.NewFakeRuntimeService()
 	clk := testingclock.NewFakeClock(time.Now())
-	m := New(&Runner{Runtime: rt}, nil, clk)
+	m := newManager(t, Config{Runner: &Runner{Runtime: rt}, Clock: clk})
 	m.jitter = func(n int64) int64 { return n - 1 } // the longest first delay
 	pod := &v1.Pod{}
 	pod.Name, pod.Namespace, pod.UID = "p3", "ns", "uid-3"

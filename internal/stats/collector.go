@@ -41,7 +41,7 @@ var (
 // ResourceCollector returns the collector of the /metrics/resource
 // endpoint. Each scrape reads the node's cgroups and the runtime's CPU and
 // memory stats (no filesystem walk). A scrape has no context: it logs to
-// the Provider's logger.
+// Config.Logger.
 func (p *Provider) ResourceCollector() prometheus.Collector {
 	return &resourceCollector{p: p}
 }

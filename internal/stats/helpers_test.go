@@ -4,14 +4,26 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
+
+// newProvider is New for tests: it fails the test on an error.
+func newProvider(t *testing.T, cfg Config) *Provider {
+	t.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // writeFiles creates files (relative path -> content) under root.
 func writeFiles(t *testing.T, root string, files map[string]string) {
@@ -187,3 +199,34 @@ func memUsage(now time.Time, usage, ws uint64) *runtimeapi.MemoryUsage {
 }
 
 func newFakeClock(t time.Time) *clocktesting.FakeClock { return clocktesting.NewFakeClock(t) }
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no runtime", Config{}, "Config.Runtime is required"},
+		{"a nil clock and logger are defaulted", Config{Runtime: &fakeRuntime{}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := p.clock.(clock.RealClock); !ok {
+				t.Errorf("clock %T, want the real clock", p.clock)
+			}
+			if p.logger.GetSink() == nil {
+				t.Error("no logger: the scrapes' errors would be lost")
+			}
+		})
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	remote "k8s.io/cri-client/pkg"
-	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/internal/machine"
@@ -57,7 +56,7 @@ func TestIntegrationContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewProvider(klog.Background(), Config{
+	p := newProvider(t, Config{
 		NodeName:   "integration",
 		RootDir:    t.TempDir(),
 		PodLogsDir: t.TempDir(),

@@ -34,11 +34,13 @@ type Config struct {
 	RootDir string
 	// PodLogsDir holds the pods' logs (/var/log/pods).
 	PodLogsDir string
-	Runtime    internalapi.RuntimeService
+	// Runtime gives the pods, containers and their stats.
+	Runtime internalapi.RuntimeService
 	// Images gives the imageFs (ImageFsInfo); nil: no runtime fs stats.
 	Images internalapi.ImageManagerService
 	// Pods returns the pods the node should run; nil: none known.
-	Pods  func() []PodInfo
+	Pods func() []PodInfo
+	// Clock stamps the samples (the real clock when nil).
 	Clock clock.Clock
 	// Machine is the machine's facts: where cgroups are mounted and their
 	// version (the node's CPU and memory are its root cgroup's), MemTotal
@@ -49,6 +51,9 @@ type Config struct {
 	// memory, swap), net/dev, loadavg and sys/kernel (pid_max,
 	// threads-max).
 	ProcRoot string
+	// Logger is what the /metrics/resource scrapes log to: they have no
+	// context of their own (klog's global logger when unset).
+	Logger klog.Logger
 }
 
 // Provider computes the node's summary stats and resource metrics. It is
@@ -56,8 +61,8 @@ type Config struct {
 type Provider struct {
 	cfg   Config
 	clock clock.Clock
-	// logger is for the /metrics/resource scrapes, which have no context
-	// of their own; everything else logs through its ctx.
+	// logger is Config.Logger, for the /metrics/resource scrapes, which
+	// have no context of their own; everything else logs through its ctx.
 	logger klog.Logger
 
 	rates   *rateCache
@@ -74,9 +79,11 @@ type Provider struct {
 	sandboxStatsRetryAt atomic.Int64
 }
 
-// NewProvider returns a Provider for cfg. logger is what the
-// /metrics/resource collector logs to.
-func NewProvider(logger klog.Logger, cfg Config) *Provider {
+// New returns a Provider for cfg. It fails when cfg has no Runtime.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("stats: Config.Runtime is required")
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -86,14 +93,17 @@ func NewProvider(logger klog.Logger, cfg Config) *Provider {
 	if cfg.PodLogsDir == "" {
 		cfg.PodLogsDir = "/var/log/pods"
 	}
+	if cfg.Logger.GetSink() == nil {
+		cfg.Logger = klog.Background()
+	}
 	return &Provider{
 		cfg:           cfg,
 		clock:         cfg.Clock,
-		logger:        logger,
+		logger:        cfg.Logger,
 		rates:         newRateCache(minWindowDef),
 		volumes:       newVolumeCache(),
 		resampleDelay: 100 * time.Millisecond,
-	}
+	}, nil
 }
 
 // Summary returns the node's /stats/summary. It fails when the runtime

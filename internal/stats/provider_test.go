@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -137,7 +136,7 @@ func newEnv(t *testing.T) *env {
 			},
 		},
 	}}
-	e.p = NewProvider(klog.Background(), Config{
+	e.p = newProvider(t, Config{
 		NodeName:   "node-1",
 		RootDir:    e.rootDir,
 		PodLogsDir: e.logsDir,

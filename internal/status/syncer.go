@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -34,21 +35,56 @@ type Syncer struct {
 	lister corelisters.PodLister
 	store  *Store
 	clock  clock.Clock
-	// Window is how long changes are gathered before they are written.
+	window time.Duration
+	resync time.Duration
+}
+
+// SyncerConfig configures a Syncer.
+type SyncerConfig struct {
+	// Client writes the statuses.
+	Client kubernetes.Interface
+	// Lister gives the pods as the informer last saw them, which the
+	// patches are computed against.
+	Lister corelisters.PodLister
+	// Store holds the statuses to write.
+	Store *Store
+	// Clock times the window and the resync (the real clock when nil).
+	Clock clock.Clock
+	// Window is how long changes are gathered before they are written
+	// (100 ms when 0).
 	Window time.Duration
 	// Resync is how often every pod's status is compared with the API's,
-	// catching writes that failed or mirror pods that appeared later.
+	// catching writes that failed or mirror pods that appeared later (10 s
+	// when 0).
 	Resync time.Duration
 }
 
-// NewSyncer returns a Syncer.
-func NewSyncer(client kubernetes.Interface, lister corelisters.PodLister, store *Store, clk clock.Clock) *Syncer {
-	return &Syncer{client: client, lister: lister, store: store, clock: clk, Window: 100 * time.Millisecond, Resync: 10 * time.Second}
+// NewSyncer returns a Syncer for cfg. It fails when cfg has no Client,
+// Lister or Store.
+func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("status: SyncerConfig.Client is required")
+	case cfg.Lister == nil:
+		return nil, errors.New("status: SyncerConfig.Lister is required")
+	case cfg.Store == nil:
+		return nil, errors.New("status: SyncerConfig.Store is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Window == 0 {
+		cfg.Window = 100 * time.Millisecond
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = 10 * time.Second
+	}
+	return &Syncer{client: cfg.Client, lister: cfg.Lister, store: cfg.Store, clock: cfg.Clock, window: cfg.Window, resync: cfg.Resync}, nil
 }
 
 // Run writes statuses until ctx is done.
 func (s *Syncer) Run(ctx context.Context) {
-	resync := s.clock.NewTimer(s.Resync)
+	resync := s.clock.NewTimer(s.resync)
 	defer resync.Stop()
 	for {
 		select {
@@ -58,11 +94,11 @@ func (s *Syncer) Run(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-s.clock.After(s.Window):
+			case <-s.clock.After(s.window):
 			}
 		case <-resync.C():
 			s.store.markAllDirty()
-			resync.Reset(s.Resync)
+			resync.Reset(s.resync)
 		}
 		s.writeAll(ctx, s.store.TakeDirty())
 	}

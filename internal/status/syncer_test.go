@@ -1,9 +1,15 @@
 package status
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 func conds(types ...v1.PodConditionType) []v1.PodCondition {
@@ -43,5 +49,41 @@ func TestMergeStatusKeepsForeignConditionsAndOrder(t *testing.T) {
 	got = mergeStatus(v1.PodStatus{}, ours, false)
 	if findCondition(got.Conditions, v1.PodScheduled) == nil {
 		t.Errorf("no PodScheduled for a bound pod: %v", condTypes(got.Conditions))
+	}
+}
+
+func TestNewSyncer(t *testing.T) {
+	client := fake.NewClientset()
+	lister := corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	store := NewStore()
+	tests := []struct {
+		name    string
+		cfg     SyncerConfig
+		wantErr string
+	}{
+		{"no client", SyncerConfig{Lister: lister, Store: store}, "SyncerConfig.Client is required"},
+		{"no lister", SyncerConfig{Client: client, Store: store}, "SyncerConfig.Lister is required"},
+		{"no store", SyncerConfig{Client: client, Lister: lister}, "SyncerConfig.Store is required"},
+		{"a nil clock is the real one", SyncerConfig{Client: client, Lister: lister, Store: store}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewSyncer(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := s.clock.(clock.RealClock); !ok {
+				t.Errorf("clock %T, want the real clock", s.clock)
+			}
+			if s.window != 100*time.Millisecond || s.resync != 10*time.Second {
+				t.Errorf("window %v, resync %v; want the defaults 100ms, 10s", s.window, s.resync)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -47,9 +48,27 @@ type token struct {
 	renewAt time.Time
 }
 
-// NewAPIGetter returns an APIGetter whose objects live ttl in the cache.
-func NewAPIGetter(client kubernetes.Interface, clk clock.Clock, ttl time.Duration) *APIGetter {
-	return &APIGetter{client: client, clock: clk, ttl: ttl, objects: map[string]cached{}, tokens: map[string]token{}}
+// APIGetterConfig configures an APIGetter.
+type APIGetterConfig struct {
+	// Client reads ConfigMaps and Secrets and requests tokens.
+	Client kubernetes.Interface
+	// Clock ages the cached objects and tokens (the real clock when nil).
+	Clock clock.Clock
+	// TTL is how long a ConfigMap or Secret is served from the cache
+	// before it is read again.
+	TTL time.Duration
+}
+
+// NewAPIGetter returns an APIGetter for cfg. It fails when cfg has no
+// Client.
+func NewAPIGetter(cfg APIGetterConfig) (*APIGetter, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("volumes: APIGetterConfig.Client is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &APIGetter{client: cfg.Client, clock: cfg.Clock, ttl: cfg.TTL, objects: map[string]cached{}, tokens: map[string]token{}}, nil
 }
 
 // get returns the cached object while it is younger than the TTL, else

@@ -44,7 +44,7 @@ func TestTokenRetriesAFreshPodsForbidden(t *testing.T) {
 				}}, nil
 			})
 			clk := testingclock.NewFakeClock(time.Now())
-			g := NewAPIGetter(client, clk, time.Minute)
+			g := newAPIGetter(t, APIGetterConfig{Client: client, Clock: clk, TTL: time.Minute})
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
 			if tc.renewal {
 				g.tokens["u/default//3600"] = token{value: "old", renewAt: clk.Now().Add(-time.Second)}

@@ -109,7 +109,7 @@ func TestEmptyDirFSGroupOnce(t *testing.T) {
 	} {
 		pods := t.TempDir()
 		pod := fsGroupPod("e", tc.policy, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
-		m := NewManager(pods, nil, Options{})
+		m := newManager(t, ManagerConfig{PodsDir: pods})
 		paths, err := m.Setup(ctx, pod)
 		must(t, err)
 		dir := paths["data"]
@@ -124,7 +124,7 @@ func TestEmptyDirFSGroupOnce(t *testing.T) {
 		if gid, _ := groupAndMode(t, f); gid != 3000 {
 			t.Errorf("policy %v: a later sync walked the emptyDir", tc.policy)
 		}
-		restarted := NewManager(pods, nil, Options{})
+		restarted := newManager(t, ManagerConfig{PodsDir: pods})
 		_, err = restarted.Setup(ctx, pod)
 		must(t, err)
 		if gid, _ := groupAndMode(t, f); gid != tc.afterRestart {
@@ -136,7 +136,7 @@ func TestEmptyDirFSGroupOnce(t *testing.T) {
 
 func TestProjectionFSGroup(t *testing.T) {
 	requireRoot(t)
-	m := NewManager(t.TempDir(), nil, Options{})
+	m := newManager(t, ManagerConfig{PodsDir: t.TempDir()})
 	pod := fsGroupPod("d", nil, v1.Volume{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
 		Items: []v1.DownwardAPIVolumeFile{
 			{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}},
@@ -179,7 +179,7 @@ func must(t *testing.T, err error) {
 func TestMemoryEmptyDirMode(t *testing.T) {
 	requireRoot(t)
 	ctx := context.Background()
-	m := NewManager(t.TempDir(), nil, Options{})
+	m := newManager(t, ManagerConfig{PodsDir: t.TempDir()})
 	pod := fsGroupPod("m", nil, v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}})
 	paths, err := m.Setup(ctx, pod)
 	must(t, err)

@@ -44,7 +44,7 @@ func csiPod(driver string) *v1.Pod {
 
 func TestCSIPluginSeam(t *testing.T) {
 	ctx := context.Background()
-	m := NewManager(t.TempDir(), nil, Options{})
+	m := newManager(t, ManagerConfig{PodsDir: t.TempDir()})
 	pod := csiPod("fake.csi.example.com")
 
 	// No plugin for csi: refused, saying so.
@@ -90,7 +90,7 @@ func TestCSIPluginSeam(t *testing.T) {
 }
 
 func TestUnsupportedKinds(t *testing.T) {
-	m := NewManager(t.TempDir(), nil, Options{})
+	m := newManager(t, ManagerConfig{PodsDir: t.TempDir()})
 	for kind, src := range map[string]v1.VolumeSource{
 		"persistentVolumeClaim": {PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}},
 		"nfs":                   {NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}},

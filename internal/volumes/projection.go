@@ -197,8 +197,8 @@ func (m *Manager) downward(pod *v1.Pod, list []v1.DownwardAPIVolumeFile, def os.
 			}
 			val = v
 		case it.ResourceFieldRef != nil:
-			if allocatable == nil && m.opts.Allocatable != nil {
-				allocatable = m.opts.Allocatable()
+			if allocatable == nil && m.cfg.Allocatable != nil {
+				allocatable = m.cfg.Allocatable()
 			}
 			v, err := podspec.ResourceFieldValue(pod, it.ResourceFieldRef, allocatable)
 			if err != nil {

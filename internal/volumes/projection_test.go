@@ -58,7 +58,7 @@ func TestDownwardAndItems(t *testing.T) {
 	pod.Name, pod.Namespace = "p", "ns"
 	pod.Labels = map[string]string{"b": "2", "a": "1"}
 	files := map[string]file{}
-	m := NewManager(t.TempDir(), nil, Options{})
+	m := newManager(t, ManagerConfig{PodsDir: t.TempDir()})
 	err := m.downward(pod, []v1.DownwardAPIVolumeFile{
 		{Path: "namespace", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}},
 		{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}},

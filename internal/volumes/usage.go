@@ -73,7 +73,7 @@ func (m *Manager) EmptyDirUsage(uid types.UID) []Usage {
 // until ctx is done, and records an EmptyDirSizeLimitExceeded event (once
 // each time a volume goes over its limit).
 func (m *Manager) Run(ctx context.Context) {
-	t := m.opts.Clock.NewTicker(m.opts.UsagePeriod)
+	t := m.cfg.Clock.NewTicker(m.cfg.UsagePeriod)
 	defer t.Stop()
 	for {
 		select {
@@ -105,7 +105,7 @@ func (m *Manager) measure(ctx context.Context) {
 			}
 			continue
 		}
-		now := m.opts.Clock.Now()
+		now := m.cfg.Clock.Now()
 		m.mu.Lock()
 		w, ok := m.usage[k]
 		if !ok { // torn down meanwhile
@@ -122,8 +122,8 @@ func (m *Manager) measure(ctx context.Context) {
 		m.mu.Unlock()
 		if report {
 			klog.FromContext(ctx).Info("EmptyDir volume over its sizeLimit", "pod", klog.KObj(pod), "volume", k.name, "used", used, "limit", limit.String())
-			if m.opts.Recorder != nil {
-				m.opts.Recorder.Eventf(pod, v1.EventTypeWarning, ReasonEmptyDirSizeLimitExceeded,
+			if m.cfg.Recorder != nil {
+				m.cfg.Recorder.Eventf(pod, v1.EventTypeWarning, ReasonEmptyDirSizeLimitExceeded,
 					"Usage of EmptyDir volume %q exceeds the limit %q.", k.name, limit.String())
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -21,7 +22,7 @@ import (
 func TestEmptyDirSizeLimit(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	rec := record.NewFakeRecorder(10)
-	m := NewManager(t.TempDir(), nil, Options{Recorder: rec, Clock: clk})
+	m := newManager(t, ManagerConfig{PodsDir: t.TempDir(), Recorder: rec, Clock: clk})
 	pod := &v1.Pod{}
 	pod.Name, pod.Namespace, pod.UID = "p", "ns", "uid-usage"
 	pod.Spec.Volumes = []v1.Volume{
@@ -92,7 +93,7 @@ func TestEmptyDirSizeLimit(t *testing.T) {
 
 func TestAPIGetterCache(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	g := NewAPIGetter(nil, clk, 30*time.Second)
+	g := newAPIGetter(t, APIGetterConfig{Client: fake.NewSimpleClientset(), Clock: clk, TTL: 30 * time.Second})
 	var calls int
 	var next func() (any, error)
 	fetch := func() (any, error) { calls++; return next() }

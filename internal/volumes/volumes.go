@@ -21,7 +21,7 @@ import (
 type Manager struct {
 	podsDir string
 	getter  Getter
-	opts    Options
+	cfg     ManagerConfig
 
 	mu      sync.Mutex
 	plugins map[string]Plugin // by source kind
@@ -35,8 +35,13 @@ type volumeKey struct {
 	name string
 }
 
-// Options are what the Manager needs besides the API objects.
-type Options struct {
+// ManagerConfig configures a Manager.
+type ManagerConfig struct {
+	// PodsDir is <root-dir>/pods, where each pod's volumes go.
+	PodsDir string
+	// Getter reads the API objects that configMap, secret and projected
+	// volumes need; nil in standalone mode.
+	Getter Getter
 	// Allocatable is the node's allocatable: a downwardAPI resourceFieldRef
 	// reports it for a limit the container does not set. nil: none.
 	Allocatable func() v1.ResourceList
@@ -49,23 +54,25 @@ type Options struct {
 	UsagePeriod time.Duration
 }
 
-// NewManager returns a Manager for <root-dir>/pods with the built-in volume
-// plugins. getter reads the API objects that configMap, secret and projected
-// volumes need; nil in standalone mode.
-func NewManager(podsDir string, getter Getter, opts Options) *Manager {
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
+// New returns a Manager for cfg with the built-in volume plugins. It fails
+// when cfg has no PodsDir.
+func New(cfg ManagerConfig) (*Manager, error) {
+	if cfg.PodsDir == "" {
+		return nil, errors.New("volumes: ManagerConfig.PodsDir is required")
 	}
-	if opts.UsagePeriod <= 0 {
-		opts.UsagePeriod = 10 * time.Second
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.UsagePeriod <= 0 {
+		cfg.UsagePeriod = 10 * time.Second
 	}
 	m := &Manager{
-		podsDir: podsDir, getter: getter, opts: opts,
+		podsDir: cfg.PodsDir, getter: cfg.Getter, cfg: cfg,
 		plugins: map[string]Plugin{}, byName: map[string]Plugin{},
 		set: map[volumeKey]bool{}, usage: map[volumeKey]*watched{},
 	}
 	m.registerBuiltins()
-	return m
+	return m, nil
 }
 
 // PodDir is the directory of the pod with uid.

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -41,15 +42,30 @@ type Source struct {
 	synced   cache.InformerSynced
 	events   chan Event
 	mirrors  chan *v1.Pod
-	// logger is for the informer's event handlers, which have no context.
+	// logger is Run's, for the informer's event handlers, which have no
+	// context: set by Run before it starts the informer.
 	logger klog.Logger
 }
 
-// New returns a Source for the pods bound to nodeName. The informer's
-// event handlers log to logger.
-func New(logger klog.Logger, client kubernetes.Interface, nodeName string) *Source {
-	inf := coreinformers.NewFilteredPodInformer(client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+// Config configures a Source.
+type Config struct {
+	// Client watches the pods.
+	Client kubernetes.Interface
+	// NodeName is the node whose pods are watched.
+	NodeName string
+}
+
+// New returns a Source for the pods bound to cfg.NodeName. It fails when
+// cfg has no Client or NodeName.
+func New(cfg Config) (*Source, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("apiserver: Config.Client is required")
+	case cfg.NodeName == "":
+		return nil, errors.New("apiserver: Config.NodeName is required")
+	}
+	inf := coreinformers.NewFilteredPodInformer(cfg.Client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
 	})
 	s := &Source{
 		informer: inf,
@@ -57,7 +73,6 @@ func New(logger klog.Logger, client kubernetes.Interface, nodeName string) *Sour
 		synced:   inf.HasSynced,
 		events:   make(chan Event, 1000),
 		mirrors:  make(chan *v1.Pod, 100),
-		logger:   logger,
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { s.onAdd(obj.(*v1.Pod)) },
@@ -73,7 +88,7 @@ func New(logger klog.Logger, client kubernetes.Interface, nodeName string) *Sour
 			}
 		},
 	})
-	return s
+	return s, nil
 }
 
 // Events returns the channel of pod changes.
@@ -86,10 +101,13 @@ func (s *Source) Mirrors() <-chan *v1.Pod { return s.mirrors }
 func (s *Source) Lister() corelisters.PodLister { return s.lister }
 
 // Run starts the informer and sends the first full set once it synced. It
-// keeps retrying while the API server is unreachable.
+// keeps retrying while the API server is unreachable. Everything the
+// Source logs, the informer's event handlers included, goes to ctx's
+// logger.
 func (s *Source) Run(ctx context.Context) {
-	go s.informer.Run(ctx.Done())
 	logger := klog.FromContext(ctx)
+	s.logger = logger
+	go s.informer.Run(ctx.Done())
 	for !cache.WaitForCacheSync(ctx.Done(), s.synced) {
 		if ctx.Err() != nil {
 			return

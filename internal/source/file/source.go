@@ -55,8 +55,14 @@ type fileState struct {
 	err  string    // last error logged, to log each distinct error once
 }
 
-// New returns a Source for cfg.
-func New(cfg Config) *Source {
+// New returns a Source for cfg. It fails when cfg has no Dir or NodeName.
+func New(cfg Config) (*Source, error) {
+	switch {
+	case cfg.Dir == "":
+		return nil, errors.New("file: Config.Dir is required")
+	case cfg.NodeName == "":
+		return nil, errors.New("file: Config.NodeName is required")
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -65,7 +71,7 @@ func New(cfg Config) *Source {
 		updates: make(chan []*v1.Pod, 1),
 		files:   map[string]*fileState{},
 		seen:    map[string]string{},
-	}
+	}, nil
 }
 
 // Updates returns the channel of pod sets. Only the latest set matters: if

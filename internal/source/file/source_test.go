@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -21,6 +22,35 @@ spec:
   - name: c
     image: busybox:1.36
 `
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no directory", Config{NodeName: "n1"}, "Config.Dir is required"},
+		{"no node name", Config{Dir: t.TempDir()}, "Config.NodeName is required"},
+		{"a nil clock is the real one", Config{Dir: t.TempDir(), NodeName: "n1"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := s.cfg.Clock.(clock.RealClock); !ok {
+				t.Errorf("clock %T, want the real clock", s.cfg.Clock)
+			}
+		})
+	}
+}
 
 func TestDecodeManifest(t *testing.T) {
 	tests := []struct {
@@ -100,7 +130,10 @@ func TestSourceFollowsTheDirectory(t *testing.T) {
 	write("a.yaml", strings.ReplaceAll(podYAML, "%s", "a"))
 	write(".hidden.yaml", strings.ReplaceAll(podYAML, "%s", "hidden"))
 	clk := testingclock.NewFakeClock(time.Now())
-	s := New(Config{Dir: dir, NodeName: "n1", Period: 20 * time.Second, Clock: clk})
+	s, err := New(Config{Dir: dir, NodeName: "n1", Period: 20 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)

@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,10 +23,20 @@ type Source struct {
 	synced   cache.InformerSynced
 }
 
-// New returns a Source; Run starts it.
-func New(client kubernetes.Interface) *Source {
-	inf := coreinformers.NewServiceInformer(client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	return &Source{informer: inf, lister: corelisters.NewServiceLister(inf.GetIndexer()), synced: inf.HasSynced}
+// Config configures a Source.
+type Config struct {
+	// Client watches the Services.
+	Client kubernetes.Interface
+}
+
+// New returns a Source for cfg; Run starts it. It fails when cfg has no
+// Client.
+func New(cfg Config) (*Source, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("services: Config.Client is required")
+	}
+	inf := coreinformers.NewServiceInformer(cfg.Client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return &Source{informer: inf, lister: corelisters.NewServiceLister(inf.GetIndexer()), synced: inf.HasSynced}, nil
 }
 
 // Run starts the informer until ctx is done.

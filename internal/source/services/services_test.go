@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +56,10 @@ func TestEnvSelectsServices(t *testing.T) {
 		svc("other", "db", "10.96.0.30"),
 		svc("shop", "kubernetes", "10.96.0.99"), // a namespace's own "kubernetes" wins there
 	)
-	s := New(client)
+	s, err := New(Config{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
@@ -88,5 +92,30 @@ func TestEnvSelectsServices(t *testing.T) {
 				t.Errorf("%s links=%v: %s set", tc.ns, tc.links, k)
 			}
 		}
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"no client", Config{}, "Config.Client is required"},
+		{"complete", Config{Client: fake.NewSimpleClientset()}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
