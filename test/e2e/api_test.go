@@ -361,14 +361,20 @@ func TestKubeletAPIMetrics(t *testing.T) {
 		return fams
 	}
 	var m map[string]*dto.MetricFamily
-	// The running counts come from the last relist (every second).
+	// The running counts come from the last relist (every second, or on
+	// the runtime's event): one may have seen the sandbox before the
+	// container.
 	framework.Eventually(t, 10*time.Second, 200*time.Millisecond, func() bool {
 		m = scrape("/metrics")
+		pods, running := false, false
 		for _, mm := range m["kubelet_running_pods"].GetMetric() {
-			return mm.GetGauge().GetValue() == 1
+			pods = mm.GetGauge().GetValue() == 1
 		}
-		return false
-	}, "kubelet_running_pods = 1")
+		for _, mm := range m["kubelet_running_containers"].GetMetric() {
+			running = running || matches(mm, map[string]string{"container_state": "running"})
+		}
+		return pods && running
+	}, "kubelet_running_pods = 1 and a running container counted")
 	gauge := func(name string, labels map[string]string) float64 {
 		f := m[name]
 		if f == nil {
