@@ -6,16 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/machine"
 )
 
@@ -131,32 +130,13 @@ func TestStartErrors(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	k := newFakeKernel(t, false)
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no hierarchy", Config{Machine: machine.Facts{Cgroups: machine.ReadCgroups(t.TempDir())}}, "no cgroup hierarchy"},
-		{"a bad driver", Config{Driver: "bogus", Machine: k.facts()}, "cgroupDriver must be"},
-		{"a nil clock is the real one", Config{Machine: k.facts()}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := m.cfg.Clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", m.cfg.Clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no hierarchy", Config: Config{Machine: machine.Facts{Cgroups: machine.ReadCgroups(t.TempDir())}}, WantErr: "no cgroup hierarchy"},
+		{Name: "a bad driver", Config: Config{Driver: "bogus", Machine: k.facts()}, WantErr: "cgroupDriver must be"},
+		{Name: "a nil clock is the real one", Config: Config{Machine: k.facts()}},
+	}, func(t *testing.T, m *Manager) {
+		ctortest.RealClock(t, m.cfg.Clock)
+	})
 }
 
 func TestEnsurePod(t *testing.T) {

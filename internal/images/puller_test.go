@@ -13,9 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	critest "k8s.io/cri-api/pkg/apis/testing"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 // newPuller is New for tests: it fails the test on an error.
@@ -30,31 +31,12 @@ func newPuller(t *testing.T, cfg Config) *Puller {
 
 func TestNew(t *testing.T) {
 	svc := critest.NewFakeImageService()
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no service", Config{}, "Config.Service is required"},
-		{"a nil clock is the real one", Config{Service: svc}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := p.clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", p.clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no service", Config: Config{}, WantErr: "Config.Service is required"},
+		{Name: "a nil clock is the real one", Config: Config{Service: svc}},
+	}, func(t *testing.T, p *Puller) {
+		ctortest.RealClock(t, p.clock)
+	})
 }
 
 func TestEnsureImage(t *testing.T) {

@@ -1,39 +1,20 @@
 package kuberuntime
 
 import (
-	"strings"
 	"testing"
 
 	critest "k8s.io/cri-api/pkg/apis/testing"
-	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 func TestNew(t *testing.T) {
 	rt := critest.NewFakeRuntimeService()
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no runtime", Config{Images: presentImages{}}, "Config.Runtime is required"},
-		{"no images", Config{Runtime: rt}, "Config.Images is required"},
-		{"a nil clock is the real one", Config{Runtime: rt, Images: presentImages{}}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := m.clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", m.clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no runtime", Config: Config{Images: presentImages{}}, WantErr: "Config.Runtime is required"},
+		{Name: "no images", Config: Config{Runtime: rt}, WantErr: "Config.Images is required"},
+		{Name: "a nil clock is the real one", Config: Config{Runtime: rt, Images: presentImages{}}},
+	}, func(t *testing.T, m *Manager) {
+		ctortest.RealClock(t, m.clock)
+	})
 }

@@ -1,41 +1,24 @@
 package mirror
 
 import (
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 func TestNew(t *testing.T) {
 	client := fake.NewClientset()
 	lister := corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	node := func() *v1.Node { return nil }
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no client", Config{Lister: lister, Node: node}, "Config.Client is required"},
-		{"no lister", Config{Client: client, Node: node}, "Config.Lister is required"},
-		{"no node", Config{Client: client, Lister: lister}, "Config.Node is required"},
-		{"complete", Config{Client: client, Lister: lister, Node: node}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no client", Config: Config{Lister: lister, Node: node}, WantErr: "Config.Client is required"},
+		{Name: "no lister", Config: Config{Client: client, Node: node}, WantErr: "Config.Lister is required"},
+		{Name: "no node", Config: Config{Client: client, Lister: lister}, WantErr: "Config.Node is required"},
+		{Name: "complete", Config: Config{Client: client, Lister: lister, Node: node}},
+	}, nil)
 }

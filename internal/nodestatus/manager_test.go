@@ -1,14 +1,14 @@
 package nodestatus
 
 import (
-	"strings"
 	"testing"
 
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
-	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 func TestNew(t *testing.T) {
@@ -25,34 +25,15 @@ func TestNew(t *testing.T) {
 		f(&c)
 		return c
 	}
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no client", without(func(c *Config) { c.Client = nil }), "Config.Client is required"},
-		{"no node name", without(func(c *Config) { c.NodeName = "" }), "Config.NodeName is required"},
-		{"no kubelet configuration", without(func(c *Config) { c.Kubelet = nil }), "Config.Kubelet is required"},
-		{"no runtime", without(func(c *Config) { c.Runtime = nil }), "Config.Runtime is required"},
-		{"no image service", without(func(c *Config) { c.Images = nil }), "Config.Images is required"},
-		{"no recorder", without(func(c *Config) { c.Recorder = nil }), "Config.Recorder is required"},
-		{"a nil clock is the real one", full, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := m.cfg.Clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", m.cfg.Clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no client", Config: without(func(c *Config) { c.Client = nil }), WantErr: "Config.Client is required"},
+		{Name: "no node name", Config: without(func(c *Config) { c.NodeName = "" }), WantErr: "Config.NodeName is required"},
+		{Name: "no kubelet configuration", Config: without(func(c *Config) { c.Kubelet = nil }), WantErr: "Config.Kubelet is required"},
+		{Name: "no runtime", Config: without(func(c *Config) { c.Runtime = nil }), WantErr: "Config.Runtime is required"},
+		{Name: "no image service", Config: without(func(c *Config) { c.Images = nil }), WantErr: "Config.Images is required"},
+		{Name: "no recorder", Config: without(func(c *Config) { c.Recorder = nil }), WantErr: "Config.Recorder is required"},
+		{Name: "a nil clock is the real one", Config: full},
+	}, func(t *testing.T, m *Manager) {
+		ctortest.RealClock(t, m.cfg.Clock)
+	})
 }

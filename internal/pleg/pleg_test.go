@@ -3,15 +3,14 @@ package pleg
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
@@ -44,32 +43,13 @@ func newGeneric(t *testing.T, cfg Config) *Generic {
 }
 
 func TestNew(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no lister", Config{Period: time.Second}, "Config.Lister is required"},
-		{"no period", Config{Lister: &fakeLister{}}, "Config.Period is required"},
-		{"a nil clock is the real one", Config{Lister: &fakeLister{}, Period: time.Second}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := g.cfg.Clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", g.cfg.Clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no lister", Config: Config{Period: time.Second}, WantErr: "Config.Lister is required"},
+		{Name: "no period", Config: Config{Lister: &fakeLister{}}, WantErr: "Config.Period is required"},
+		{Name: "a nil clock is the real one", Config: Config{Lister: &fakeLister{}, Period: time.Second}},
+	}, func(t *testing.T, g *Generic) {
+		ctortest.RealClock(t, g.cfg.Clock)
+	})
 }
 
 func drain(g *Generic) map[string]EventType {

@@ -15,6 +15,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/pleg"
@@ -188,42 +189,29 @@ func runningStatus(exitCode int32, state runtimeapi.ContainerState) *kubecontain
 	}
 }
 
-func TestNewValidatesAndDefaultsTheClock(t *testing.T) {
-	full := func() Config {
-		return Config{
-			Runtime: &fakeRuntime{}, Volumes: &fakeVolumes{}, Prober: &fakeProber{}, Statuses: status.NewStore(),
-			Cgroups: &fakeForget{}, Images: &fakeForget{}, Recorder: record.NewFakeRecorder(1), ProbeContext: context.Background(),
-		}
+func TestNew(t *testing.T) {
+	full := Config{
+		Runtime: &fakeRuntime{}, Volumes: &fakeVolumes{}, Prober: &fakeProber{}, Statuses: status.NewStore(),
+		Cgroups: &fakeForget{}, Images: &fakeForget{}, Recorder: record.NewFakeRecorder(1), ProbeContext: context.Background(),
 	}
-	for _, tc := range []struct {
-		name    string
-		mutate  func(*Config)
-		wantErr string
-	}{
-		{"complete, no API server", func(*Config) {}, ""},
-		{"no runtime", func(c *Config) { c.Runtime = nil }, "Runtime"},
-		{"no volumes", func(c *Config) { c.Volumes = nil }, "Volumes"},
-		{"no prober", func(c *Config) { c.Prober = nil }, "Prober"},
-		{"no status store", func(c *Config) { c.Statuses = nil }, "Statuses"},
-		{"no cgroups", func(c *Config) { c.Cgroups = nil }, "Cgroups"},
-		{"no images", func(c *Config) { c.Images = nil }, "Images"},
-		{"no recorder", func(c *Config) { c.Recorder = nil }, "Recorder"},
-		{"no probe context", func(c *Config) { c.ProbeContext = nil }, "ProbeContext"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := full()
-			tc.mutate(&cfg)
-			s, err := New(cfg)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("unexpected error %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
-			case tc.wantErr == "" && s.clock == nil:
-				t.Fatal("clock not defaulted")
-			}
-		})
+	without := func(f func(*Config)) Config {
+		c := full
+		f(&c)
+		return c
 	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "complete, no API server: the real clock", Config: full},
+		{Name: "no runtime", Config: without(func(c *Config) { c.Runtime = nil }), WantErr: "Runtime"},
+		{Name: "no volumes", Config: without(func(c *Config) { c.Volumes = nil }), WantErr: "Volumes"},
+		{Name: "no prober", Config: without(func(c *Config) { c.Prober = nil }), WantErr: "Prober"},
+		{Name: "no status store", Config: without(func(c *Config) { c.Statuses = nil }), WantErr: "Statuses"},
+		{Name: "no cgroups", Config: without(func(c *Config) { c.Cgroups = nil }), WantErr: "Cgroups"},
+		{Name: "no images", Config: without(func(c *Config) { c.Images = nil }), WantErr: "Images"},
+		{Name: "no recorder", Config: without(func(c *Config) { c.Recorder = nil }), WantErr: "Recorder"},
+		{Name: "no probe context", Config: without(func(c *Config) { c.ProbeContext = nil }), WantErr: "ProbeContext"},
+	}, func(t *testing.T, s *Syncer) {
+		ctortest.RealClock(t, s.clock)
+	})
 }
 
 func TestSyncPod(t *testing.T) {

@@ -2,16 +2,15 @@ package podworkers
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
@@ -28,32 +27,13 @@ func newWorkers(t *testing.T, cfg Config) *Workers {
 func TestNew(t *testing.T) {
 	ctx := context.Background()
 	syncer := &fakeSyncer{inSync: map[types.UID]int{}}
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no context", Config{Syncer: syncer}, "Config.Context is required"},
-		{"no syncer", Config{Context: ctx}, "Config.Syncer is required"},
-		{"a nil clock is the real one", Config{Context: ctx, Syncer: syncer}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ws, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := ws.cfg.Clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", ws.cfg.Clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no context", Config: Config{Syncer: syncer}, WantErr: "Config.Context is required"},
+		{Name: "no syncer", Config: Config{Context: ctx}, WantErr: "Config.Syncer is required"},
+		{Name: "a nil clock is the real one", Config: Config{Context: ctx, Syncer: syncer}},
+	}, func(t *testing.T, ws *Workers) {
+		ctortest.RealClock(t, ws.cfg.Clock)
+	})
 }
 
 type call struct {

@@ -3,16 +3,15 @@ package prober
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/metrics"
 )
 
@@ -27,31 +26,12 @@ func newManager(t *testing.T, cfg Config) *Manager {
 }
 
 func TestNew(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no runner", Config{}, "Config.Runner is required"},
-		{"a nil clock is the real one", Config{Runner: &Runner{}}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := m.clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", m.clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no runner", Config: Config{}, WantErr: "Config.Runner is required"},
+		{Name: "a nil clock is the real one", Config: Config{Runner: &Runner{}}},
+	}, func(t *testing.T, m *Manager) {
+		ctortest.RealClock(t, m.clock)
+	})
 }
 
 func waitResult(t *testing.T, m *Manager, id string, kind Kind, want Result, clk *testingclock.FakeClock) {

@@ -4,15 +4,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 // newProvider is New for tests: it fails the test on an error.
@@ -201,32 +201,13 @@ func memUsage(now time.Time, usage, ws uint64) *runtimeapi.MemoryUsage {
 func newFakeClock(t time.Time) *clocktesting.FakeClock { return clocktesting.NewFakeClock(t) }
 
 func TestNew(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no runtime", Config{}, "Config.Runtime is required"},
-		{"a nil clock and logger are defaulted", Config{Runtime: &fakeRuntime{}}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := p.clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", p.clock)
-			}
-			if p.logger.GetSink() == nil {
-				t.Error("no logger: the scrapes' errors would be lost")
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no runtime", Config: Config{}, WantErr: "Config.Runtime is required"},
+		{Name: "a nil clock and logger are defaulted", Config: Config{Runtime: &fakeRuntime{}}},
+	}, func(t *testing.T, p *Provider) {
+		ctortest.RealClock(t, p.clock)
+		if p.logger.GetSink() == nil {
+			t.Error("no logger: the scrapes' errors would be lost")
+		}
+	})
 }

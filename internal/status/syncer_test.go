@@ -1,7 +1,6 @@
 package status
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +8,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 func conds(types ...v1.PodConditionType) []v1.PodCondition {
@@ -56,34 +56,15 @@ func TestNewSyncer(t *testing.T) {
 	client := fake.NewClientset()
 	lister := corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	store := NewStore()
-	tests := []struct {
-		name    string
-		cfg     SyncerConfig
-		wantErr string
-	}{
-		{"no client", SyncerConfig{Lister: lister, Store: store}, "SyncerConfig.Client is required"},
-		{"no lister", SyncerConfig{Client: client, Store: store}, "SyncerConfig.Lister is required"},
-		{"no store", SyncerConfig{Client: client, Lister: lister}, "SyncerConfig.Store is required"},
-		{"a nil clock is the real one", SyncerConfig{Client: client, Lister: lister, Store: store}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s, err := NewSyncer(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := s.clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", s.clock)
-			}
-			if s.window != 100*time.Millisecond || s.resync != 10*time.Second {
-				t.Errorf("window %v, resync %v; want the defaults 100ms, 10s", s.window, s.resync)
-			}
-		})
-	}
+	ctortest.Run(t, NewSyncer, []ctortest.Case[SyncerConfig]{
+		{Name: "no client", Config: SyncerConfig{Lister: lister, Store: store}, WantErr: "SyncerConfig.Client is required"},
+		{Name: "no lister", Config: SyncerConfig{Client: client, Store: store}, WantErr: "SyncerConfig.Lister is required"},
+		{Name: "no store", Config: SyncerConfig{Client: client, Lister: lister}, WantErr: "SyncerConfig.Store is required"},
+		{Name: "a nil clock is the real one", Config: SyncerConfig{Client: client, Lister: lister, Store: store}},
+	}, func(t *testing.T, s *Syncer) {
+		ctortest.RealClock(t, s.clock)
+		if s.window != 100*time.Millisecond || s.resync != 10*time.Second {
+			t.Errorf("window %v, resync %v; want the defaults 100ms, 10s", s.window, s.resync)
+		}
+	})
 }

@@ -1,11 +1,11 @@
 package volumes
 
 import (
-	"strings"
 	"testing"
 
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 // newManager is New for tests: it fails the test on an error.
@@ -29,57 +29,19 @@ func newAPIGetter(t *testing.T, cfg APIGetterConfig) *APIGetter {
 }
 
 func TestNew(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     ManagerConfig
-		wantErr string
-	}{
-		{"no pods directory", ManagerConfig{}, "ManagerConfig.PodsDir is required"},
-		{"a nil clock is the real one", ManagerConfig{PodsDir: t.TempDir()}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := m.cfg.Clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", m.cfg.Clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[ManagerConfig]{
+		{Name: "no pods directory", Config: ManagerConfig{}, WantErr: "ManagerConfig.PodsDir is required"},
+		{Name: "a nil clock is the real one", Config: ManagerConfig{PodsDir: t.TempDir()}},
+	}, func(t *testing.T, m *Manager) {
+		ctortest.RealClock(t, m.cfg.Clock)
+	})
 }
 
 func TestNewAPIGetter(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     APIGetterConfig
-		wantErr string
-	}{
-		{"no client", APIGetterConfig{}, "APIGetterConfig.Client is required"},
-		{"a nil clock is the real one", APIGetterConfig{Client: fake.NewSimpleClientset()}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g, err := NewAPIGetter(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := g.clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", g.clock)
-			}
-		})
-	}
+	ctortest.Run(t, NewAPIGetter, []ctortest.Case[APIGetterConfig]{
+		{Name: "no client", Config: APIGetterConfig{}, WantErr: "APIGetterConfig.Client is required"},
+		{Name: "a nil clock is the real one", Config: APIGetterConfig{Client: fake.NewSimpleClientset()}},
+	}, func(t *testing.T, g *APIGetter) {
+		ctortest.RealClock(t, g.clock)
+	})
 }

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 const podYAML = `apiVersion: v1
@@ -24,32 +25,13 @@ spec:
 `
 
 func TestNew(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no directory", Config{NodeName: "n1"}, "Config.Dir is required"},
-		{"no node name", Config{Dir: t.TempDir()}, "Config.NodeName is required"},
-		{"a nil clock is the real one", Config{Dir: t.TempDir(), NodeName: "n1"}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := s.cfg.Clock.(clock.RealClock); !ok {
-				t.Errorf("clock %T, want the real clock", s.cfg.Clock)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no directory", Config: Config{NodeName: "n1"}, WantErr: "Config.Dir is required"},
+		{Name: "no node name", Config: Config{Dir: t.TempDir()}, WantErr: "Config.NodeName is required"},
+		{Name: "a nil clock is the real one", Config: Config{Dir: t.TempDir(), NodeName: "n1"}},
+	}, func(t *testing.T, s *Source) {
+		ctortest.RealClock(t, s.cfg.Clock)
+	})
 }
 
 func TestDecodeManifest(t *testing.T) {

@@ -3,13 +3,14 @@ package services
 import (
 	"context"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 func TestFromService(t *testing.T) {
@@ -96,26 +97,8 @@ func TestEnvSelectsServices(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no client", Config{}, "Config.Client is required"},
-		{"complete", Config{Client: fake.NewSimpleClientset()}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(tt.cfg)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no client", Config: Config{}, WantErr: "Config.Client is required"},
+		{Name: "complete", Config: Config{Client: fake.NewSimpleClientset()}},
+	}, nil)
 }
