@@ -30,7 +30,7 @@ type startGate struct {
 	high, low []chan struct{}
 }
 
-// defaultParallelStarts is what NewManager uses when the Config says 0.
+// defaultParallelStarts is what New uses when the Config says 0.
 // On 2 cores, bench/compare measured 100-pod bursts finishing in 8.5-8.8 s
 // with 8, 9.1-9.3 s with 12 and 9.8-10.3 s with 4 (the runtime floor: 6.2 s
 // 8 pods at a time, 6.9 s 4 at a time).
