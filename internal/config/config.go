@@ -14,10 +14,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodelet/nodelet/internal/eviction"
 )
 
 // Options is everything nodelet is started with: the flags that are not part
@@ -157,6 +160,12 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "Cluster domain for pod DNS search paths.")
 	fs.StringSliceVar(&c.ClusterDNS, "cluster-dns", c.ClusterDNS, "Comma-separated DNS server IPs for pods with dnsPolicy ClusterFirst.")
 	fs.Var(&durationFlag{&c.NodeStatusUpdateFrequency.Duration}, "node-status-update-frequency", "How often the node status is computed.")
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&c.EvictionHard), "eviction-hard", "Hard eviction thresholds, e.g. memory.available<1Gi,nodefs.available<10% (replaces the defaults).")
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&c.EvictionSoft), "eviction-soft", "Soft eviction thresholds, e.g. memory.available<1.5Gi; each needs --eviction-soft-grace-period.")
+	fs.Var(cliflag.NewMapStringString(&c.EvictionSoftGracePeriod), "eviction-soft-grace-period", "Grace periods of the soft thresholds, e.g. memory.available=1m30s.")
+	fs.Var(cliflag.NewMapStringString(&c.EvictionMinimumReclaim), "eviction-minimum-reclaim", "Minimum reclaims once a threshold is met, e.g. imagefs.available=2Gi.")
+	fs.Int32Var(&c.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", c.EvictionMaxPodGracePeriod, "Longest grace period (s) of pods evicted for a soft threshold; 0 or less: the pod's own.")
+	fs.Var(&durationFlag{&c.EvictionPressureTransitionPeriod.Duration}, "eviction-pressure-transition-period", "How long a pressure condition stays after its signal recovers.")
 	fs.StringSliceVar(&c.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", c.AllowedUnsafeSysctls, "Unsafe sysctls or patterns (ending in *) pods may set, besides the safe ones.")
 	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd.")
 	fs.BoolVar(c.CgroupsPerQOS, "cgroups-per-qos", *c.CgroupsPerQOS, "Create the QoS cgroup hierarchy.")
@@ -390,14 +399,12 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	if c.ContainerLogMaxFiles == nil {
 		c.ContainerLogMaxFiles = ptr.To[int32](5)
 	}
-	if c.EvictionHard == nil {
-		c.EvictionHard = map[string]string{
-			"memory.available":  "100Mi",
-			"nodefs.available":  "10%",
-			"nodefs.inodesFree": "5%",
-			"imagefs.available": "15%",
-		}
+	if c.MergeDefaultEvictionSettings == nil {
+		c.MergeDefaultEvictionSettings = ptr.To(false)
 	}
+	// Upstream's Linux defaults, and its rule: an evictionHard that is set
+	// keeps only what it names unless mergeDefaultEvictionSettings.
+	c.EvictionHard = eviction.MergeDefaults(c.EvictionHard, *c.MergeDefaultEvictionSettings)
 	if c.EnforceNodeAllocatable == nil {
 		c.EnforceNodeAllocatable = []string{"pods"}
 	}

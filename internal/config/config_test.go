@@ -152,3 +152,56 @@ func TestParseVersion(t *testing.T) {
 		t.Fatalf("--version: %v, want ErrVersion", err)
 	}
 }
+
+// The eviction settings as upstream: evictionHard's defaults when unset,
+// only what a file sets otherwise unless mergeDefaultEvictionSettings, and
+// the --eviction-* flags (the hard and soft ones with "<").
+func TestEvictionSettings(t *testing.T) {
+	file := func(body string) string {
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want map[string]string
+	}{
+		{"defaults", nil, map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}},
+		{"file sets one: the others dropped", []string{"--config", file("evictionHard:\n  memory.available: 1Gi\n")}, map[string]string{"memory.available": "1Gi"}},
+		{"file sets one and merges", []string{"--config", file("mergeDefaultEvictionSettings: true\nevictionHard:\n  memory.available: 1Gi\n")},
+			map[string]string{"memory.available": "1Gi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}},
+		{"flag", []string{"--eviction-hard", "memory.available<500Mi,pid.available<1000"}, map[string]string{"memory.available": "500Mi", "pid.available": "1000"}},
+		{"flag over file", []string{"--config", file("evictionHard:\n  memory.available: 1Gi\n"), "--eviction-hard", "nodefs.available<5%"}, map[string]string{"nodefs.available": "5%"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := Parse(context.Background(), append([]string{"--hostname-override", "n"}, tc.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := o.Config.EvictionHard
+			if len(got) != len(tc.want) {
+				t.Fatalf("evictionHard %v, want %v", got, tc.want)
+			}
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("evictionHard %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--eviction-soft", "memory.available<1Gi",
+		"--eviction-soft-grace-period", "memory.available=1m30s", "--eviction-minimum-reclaim", "memory.available=100Mi",
+		"--eviction-max-pod-grace-period", "30", "--eviction-pressure-transition-period", "30s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if c.EvictionSoft["memory.available"] != "1Gi" || c.EvictionSoftGracePeriod["memory.available"] != "1m30s" ||
+		c.EvictionMinimumReclaim["memory.available"] != "100Mi" || c.EvictionMaxPodGracePeriod != 30 || c.EvictionPressureTransitionPeriod.Duration != 30*time.Second {
+		t.Errorf("soft %v grace %v reclaim %v max grace %d transition %v", c.EvictionSoft, c.EvictionSoftGracePeriod,
+			c.EvictionMinimumReclaim, c.EvictionMaxPodGracePeriod, c.EvictionPressureTransitionPeriod)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/cm"
 	"github.com/nodelet/nodelet/internal/config"
+	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/healthz"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
@@ -41,6 +42,7 @@ import (
 	"github.com/nodelet/nodelet/internal/source/apiserver"
 	"github.com/nodelet/nodelet/internal/source/file"
 	"github.com/nodelet/nodelet/internal/source/services"
+	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/volumes"
 )
@@ -81,6 +83,8 @@ type Nodelet struct {
 	statuses    *status.Store
 	volumes     *volumes.Manager
 	cgroups     *cm.Manager
+	stats       *stats.Provider
+	eviction    *eviction.Manager
 
 	// Cluster mode only (nil standalone).
 	client     kubernetes.Interface
@@ -247,7 +251,8 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	}
 	n.checkSourcesReady()
 	goRun(func() { n.pleg.Run(ctx) })
-	goRun(func() { n.volumes.Run(ctx) }) // emptyDir sizeLimit measurements
+	goRun(func() { n.volumes.Run(ctx) })  // emptyDir sizeLimit measurements
+	goRun(func() { n.eviction.Run(ctx) }) // pressure conditions
 
 	housekeeping := n.clock.NewTicker(housekeepingPeriod)
 	defer housekeeping.Stop()
@@ -384,6 +389,12 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	if n.prober, err = prober.New(prober.Config{Runner: runner, Recorder: n.recorder, Clock: n.clock}); err != nil {
 		return err
 	}
+	if n.stats, err = n.newStats(ctx, rs, is); err != nil {
+		return err
+	}
+	if n.eviction, err = n.newEviction(); err != nil {
+		return err
+	}
 	if n.client != nil {
 		if err := n.setupCluster(cfg, rs, is); err != nil {
 			return err
@@ -419,6 +430,7 @@ func (n *Nodelet) setupCluster(cfg *kubeletv1beta1.KubeletConfiguration, rs inte
 	if n.nodeStatus, err = nodestatus.New(nodestatus.Config{
 		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
 		Kubelet: cfg, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
+		Pressure: n.eviction,
 	}); err != nil {
 		return err
 	}

@@ -68,7 +68,10 @@ func (n *Nodelet) admitAndRun(ctx context.Context, p *v1.Pod) {
 		return
 	}
 	if !podspec.IsTerminal(p.Status.Phase) {
-		r := n.sysctls.Admit(p)
+		r := n.eviction.Admit(logger, p)
+		if r.Admit {
+			r = n.sysctls.Admit(p)
+		}
 		if r.Admit {
 			r = admission.Admit(node, p, n.activePods(p))
 		}

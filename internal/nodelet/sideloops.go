@@ -52,10 +52,6 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 			ips = append(ips, ip)
 		}
 	}
-	st, err := n.newStats(ctx, rs, is)
-	if err != nil {
-		return fmt.Errorf("kubelet API: %w", err)
-	}
 	srv, err := server.New(server.Config{
 		NodeName: n.opts.NodeName,
 		Kubelet:  cfg,
@@ -66,7 +62,7 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 		Client:   n.client,
 		Host:     apiHost{n},
 		Runtime:  rs,
-		Stats:    st,
+		Stats:    n.stats,
 	})
 	if err != nil {
 		return fmt.Errorf("kubelet API: %w", err)

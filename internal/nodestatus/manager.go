@@ -55,6 +55,18 @@ type Config struct {
 	Clock   clock.WithTicker
 	// Recorder records node events.
 	Recorder record.EventRecorder
+	// Pressure gives the node's pressure conditions (the eviction
+	// manager); nil reports none.
+	Pressure Pressure
+}
+
+// Pressure is what the node's pressure conditions come from.
+type Pressure interface {
+	// Conditions are the pressure conditions that hold (MemoryPressure,
+	// DiskPressure, PIDPressure).
+	Conditions() []v1.NodeConditionType
+	// Changed is signalled when they change.
+	Changed() <-chan struct{}
 }
 
 // Manager registers and reports the Node.
@@ -169,6 +181,10 @@ func (m *Manager) Run(ctx context.Context) {
 
 	t := m.cfg.Clock.NewTicker(m.cfg.Kubelet.NodeStatusUpdateFrequency.Duration)
 	defer t.Stop()
+	var pressureChanged <-chan struct{}
+	if m.cfg.Pressure != nil {
+		pressureChanged = m.cfg.Pressure.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -176,6 +192,8 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-t.C():
 			m.update(ctx)
 		case <-m.changed:
+			m.update(ctx)
+		case <-pressureChanged:
 			m.update(ctx)
 		}
 	}
@@ -237,6 +255,7 @@ func (m *Manager) register(ctx context.Context) error {
 	if err == nil {
 		klog.FromContext(ctx).Info("Successfully registered node", "node", m.cfg.NodeName)
 		m.setNode(created)
+		m.recordPressureEvents(nil, created.Status.Conditions)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -308,7 +327,16 @@ func (m *Manager) update(ctx context.Context) {
 	}
 	m.lastReport = now
 	m.setNode(patched)
+	m.recordPressureEvents(old.Status.Conditions, patched.Status.Conditions)
 	m.recordReadyChange(patched)
+}
+
+// recordPressureEvents records the node events of the pressure conditions
+// that changed from old to cur (all of them at registration, old nil).
+func (m *Manager) recordPressureEvents(old, cur []v1.NodeCondition) {
+	for _, reason := range pressureEvents(old, cur) {
+		m.cfg.Recorder.Eventf(m.ref(), v1.EventTypeNormal, reason, "Node %s status is now: %s", m.cfg.NodeName, reason)
+	}
 }
 
 func (m *Manager) recordReadyChange(n *v1.Node) {
@@ -368,12 +396,12 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 		readyStatus, readyReason, readyMsg = v1.ConditionFalse, "KubeletNotReady", err.Error()
 	}
 	now := metav1.NewTime(m.cfg.Clock.Now())
-	conds := []v1.NodeCondition{
-		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
-		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
-		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
-		{Type: v1.NodeReady, Status: readyStatus, Reason: readyReason, Message: readyMsg},
+	var pressure []v1.NodeConditionType
+	if m.cfg.Pressure != nil {
+		pressure = m.cfg.Pressure.Conditions()
 	}
+	conds := append(PressureConditions(pressure),
+		v1.NodeCondition{Type: v1.NodeReady, Status: readyStatus, Reason: readyReason, Message: readyMsg})
 	var merged []v1.NodeCondition
 	for _, c := range conds {
 		c.LastHeartbeatTime, c.LastTransitionTime = now, now

@@ -112,6 +112,14 @@ func (p *Provider) Summary(ctx context.Context) (*statsv1alpha1.Summary, error) 
 	return p.summary(ctx, true)
 }
 
+// NodeSummary returns the node's part of the summary alone (memory,
+// filesystems, the runtime's filesystems, PIDs), without listing the
+// runtime: what the eviction signals are observed from every 10 s.
+func (p *Provider) NodeSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
+	b := &builder{p: p, s: p.nodeSample(ctx), full: true, logger: klog.FromContext(ctx), fsByMount: make(map[string]*fsInfo)}
+	return &statsv1alpha1.Summary{Node: b.node(ctx)}, nil
+}
+
 // sample is one reading of everything the CPU and memory figures come from.
 type sample struct {
 	at      time.Time
@@ -120,7 +128,9 @@ type sample struct {
 	pods    []*rawPod
 }
 
-func (p *Provider) sample(ctx context.Context) (*sample, error) {
+// nodeSample reads the node's cgroup and meminfo; what cannot be read is
+// left out.
+func (p *Provider) nodeSample(ctx context.Context) *sample {
 	logger := klog.FromContext(ctx)
 	s := &sample{at: p.clock.Now()}
 	var err error
@@ -130,6 +140,12 @@ func (p *Provider) sample(ctx context.Context) (*sample, error) {
 	if s.meminfo, err = readMeminfo(p.cfg.ProcRoot); err != nil {
 		logger.V(4).Info("Cannot read meminfo", "err", err)
 	}
+	return s
+}
+
+func (p *Provider) sample(ctx context.Context) (*sample, error) {
+	s := p.nodeSample(ctx)
+	var err error
 	if s.pods, err = p.listRuntime(ctx); err != nil {
 		return nil, err
 	}
