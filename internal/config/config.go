@@ -46,8 +46,23 @@ type Options struct {
 	CertDir string
 	// EnableServer is --enable-server: serve the kubelet API.
 	EnableServer bool
+	// ContainerGC is the dead containers' collection, upstream's flags
+	// --minimum-container-ttl-duration (MinAge),
+	// --maximum-dead-containers-per-container and --maximum-dead-containers.
+	ContainerGC ContainerGCPolicy
+	// ImageGCPeriod and ContainerGCPeriod are how often images (5 minutes)
+	// and dead containers (1 minute) are collected, upstream's fixed
+	// periods (nodelet's flags --image-gc-period, --container-gc-period,
+	// for tests).
+	ImageGCPeriod, ContainerGCPeriod time.Duration
 
 	Config kubeletv1beta1.KubeletConfiguration
+}
+
+// ContainerGCPolicy is what dead containers the node keeps.
+type ContainerGCPolicy struct {
+	MinAge                            time.Duration
+	MaxPerPodContainer, MaxContainers int
 }
 
 const (
@@ -103,7 +118,11 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 }
 
 func newOptions() *Options {
-	o := &Options{RootDir: DefaultRootDir, EnableServer: true}
+	o := &Options{
+		RootDir: DefaultRootDir, EnableServer: true,
+		ContainerGC:   ContainerGCPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
+		ImageGCPeriod: 5 * time.Minute, ContainerGCPeriod: time.Minute,
+	}
 	SetDefaults(&o.Config)
 	return o
 }
@@ -166,6 +185,19 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.Var(cliflag.NewMapStringString(&c.EvictionMinimumReclaim), "eviction-minimum-reclaim", "Minimum reclaims once a threshold is met, e.g. imagefs.available=2Gi.")
 	fs.Int32Var(&c.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", c.EvictionMaxPodGracePeriod, "Longest grace period (s) of pods evicted for a soft threshold; 0 or less: the pod's own.")
 	fs.Var(&durationFlag{&c.EvictionPressureTransitionPeriod.Duration}, "eviction-pressure-transition-period", "How long a pressure condition stays after its signal recovers.")
+	fs.Var(&durationFlag{&c.VolumeStatsAggPeriod.Duration}, "volume-stats-agg-period", "How often the pods' volumes and ephemeral storage are measured.")
+	fs.Int32Var(c.ImageGCHighThresholdPercent, "image-gc-high-threshold", *c.ImageGCHighThresholdPercent, "Percent of the image filesystem used from which unused images are collected (100 disables).")
+	fs.Int32Var(c.ImageGCLowThresholdPercent, "image-gc-low-threshold", *c.ImageGCLowThresholdPercent, "Percent of the image filesystem used the collection brings it back to.")
+	fs.DurationVar(&c.ImageMinimumGCAge.Duration, "minimum-image-ttl-duration", c.ImageMinimumGCAge.Duration, "Minimum age of an unused image before it is collected.")
+	_ = fs.MarkDeprecated("minimum-image-ttl-duration", "use imageMinimumGCAge in the config file")
+	fs.DurationVar(&o.ContainerGC.MinAge, "minimum-container-ttl-duration", o.ContainerGC.MinAge, "Minimum age of a dead container before it is collected.")
+	fs.IntVar(&o.ContainerGC.MaxPerPodContainer, "maximum-dead-containers-per-container", o.ContainerGC.MaxPerPodContainer, "Dead instances kept per container (less than 0: any number).")
+	fs.IntVar(&o.ContainerGC.MaxContainers, "maximum-dead-containers", o.ContainerGC.MaxContainers, "Dead containers kept on the node (less than 0: any number).")
+	for _, name := range []string{"minimum-container-ttl-duration", "maximum-dead-containers-per-container", "maximum-dead-containers"} {
+		_ = fs.MarkDeprecated(name, "use the eviction settings instead")
+	}
+	fs.DurationVar(&o.ImageGCPeriod, "image-gc-period", o.ImageGCPeriod, "How often unused images are collected (nodelet's flag; upstream's is fixed at 5m).")
+	fs.DurationVar(&o.ContainerGCPeriod, "container-gc-period", o.ContainerGCPeriod, "How often dead containers are collected (nodelet's flag; upstream's is fixed at 1m).")
 	fs.StringSliceVar(&c.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", c.AllowedUnsafeSysctls, "Unsafe sysctls or patterns (ending in *) pods may set, besides the safe ones.")
 	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd.")
 	fs.BoolVar(c.CgroupsPerQOS, "cgroups-per-qos", *c.CgroupsPerQOS, "Create the QoS cgroup hierarchy.")
@@ -319,8 +351,15 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	defDuration(&c.NodeStatusUpdateFrequency, 10*time.Second)
 	defDuration(&c.NodeStatusReportFrequency, 5*time.Minute)
 	defDuration(&c.ImageMinimumGCAge, 2*time.Minute)
+	if c.ImageGCHighThresholdPercent == nil {
+		c.ImageGCHighThresholdPercent = ptr.To[int32](85)
+	}
+	if c.ImageGCLowThresholdPercent == nil {
+		c.ImageGCLowThresholdPercent = ptr.To[int32](80)
+	}
 	defDuration(&c.StreamingConnectionIdleTimeout, 4*time.Hour)
 	defDuration(&c.EvictionPressureTransitionPeriod, 5*time.Minute)
+	defDuration(&c.VolumeStatsAggPeriod, time.Minute)
 	if c.CPUCFSQuotaPeriod == nil {
 		c.CPUCFSQuotaPeriod = &metav1.Duration{Duration: 100 * time.Millisecond}
 	}
@@ -480,6 +519,15 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	if c.ContainerRuntimeEndpoint == "" {
 		errs = append(errs, errors.New("containerRuntimeEndpoint must be set"))
+	}
+	// As upstream's validation.
+	if h, l := *c.ImageGCHighThresholdPercent, *c.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > 100 {
+		errs = append(errs, fmt.Errorf("imageGCHighThresholdPercent (%d) and imageGCLowThresholdPercent (%d) must be between 0 and 100", h, l))
+	} else if l >= h {
+		errs = append(errs, fmt.Errorf("imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) %d", l, h))
+	}
+	if c.ImageMaximumGCAge.Duration != 0 && c.ImageMaximumGCAge.Duration <= c.ImageMinimumGCAge.Duration {
+		errs = append(errs, fmt.Errorf("imageMaximumGCAge %v must be above imageMinimumGCAge %v", c.ImageMaximumGCAge.Duration, c.ImageMinimumGCAge.Duration))
 	}
 	if c.MaxParallelImagePulls != nil && *c.MaxParallelImagePulls < 1 {
 		errs = append(errs, fmt.Errorf("maxParallelImagePulls %d must be a positive number", *c.MaxParallelImagePulls))

@@ -205,3 +205,45 @@ func TestEvictionSettings(t *testing.T) {
 			c.EvictionMinimumReclaim, c.EvictionMaxPodGracePeriod, c.EvictionPressureTransitionPeriod)
 	}
 }
+
+func TestGarbageCollectionSettings(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if *c.ImageGCHighThresholdPercent != 85 || *c.ImageGCLowThresholdPercent != 80 || c.ImageMinimumGCAge.Duration != 2*time.Minute ||
+		o.ImageGCPeriod != 5*time.Minute || o.ContainerGCPeriod != time.Minute ||
+		o.ContainerGC != (ContainerGCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}) {
+		t.Errorf("defaults: high %d low %d min age %v periods %v %v container GC %+v", *c.ImageGCHighThresholdPercent,
+			*c.ImageGCLowThresholdPercent, c.ImageMinimumGCAge, o.ImageGCPeriod, o.ContainerGCPeriod, o.ContainerGC)
+	}
+	o, err = Parse(context.Background(), []string{"--hostname-override", "n", "--image-gc-high-threshold", "90", "--image-gc-low-threshold", "50",
+		"--minimum-image-ttl-duration", "1m", "--maximum-dead-containers-per-container", "2", "--maximum-dead-containers", "100",
+		"--minimum-container-ttl-duration", "30s", "--image-gc-period", "10s", "--container-gc-period", "5s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = o.Config
+	if *c.ImageGCHighThresholdPercent != 90 || *c.ImageGCLowThresholdPercent != 50 || c.ImageMinimumGCAge.Duration != time.Minute ||
+		o.ImageGCPeriod != 10*time.Second || o.ContainerGCPeriod != 5*time.Second ||
+		o.ContainerGC != (ContainerGCPolicy{MinAge: 30 * time.Second, MaxPerPodContainer: 2, MaxContainers: 100}) {
+		t.Errorf("flags: high %d low %d min age %v periods %v %v container GC %+v", *c.ImageGCHighThresholdPercent,
+			*c.ImageGCLowThresholdPercent, c.ImageMinimumGCAge, o.ImageGCPeriod, o.ContainerGCPeriod, o.ContainerGC)
+	}
+	for args, want := range map[string]string{
+		"--image-gc-high-threshold=101":                            "must be between 0 and 100",
+		"--image-gc-low-threshold=85":                              "must be less than imageGCHighThresholdPercent",
+		"--image-gc-low-threshold=90 --image-gc-high-threshold=80": "must be less than imageGCHighThresholdPercent",
+	} {
+		if _, err := Parse(context.Background(), append([]string{"--hostname-override", "n"}, strings.Fields(args)...)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config")
+	_ = os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageMaximumGCAge: 1m\n"), 0o644)
+	if _, err := Parse(context.Background(), []string{"--config", path}); err == nil || !strings.Contains(err.Error(), "must be above imageMinimumGCAge") {
+		t.Errorf("imageMaximumGCAge below the minimum: %v", err)
+	}
+}

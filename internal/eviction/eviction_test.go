@@ -280,9 +280,25 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-type fakeSummary struct{ s *statsv1alpha1.Summary }
+// fakeSummary gives s as the node summary and the full summary (pods
+// added); after reclaim it gives afterReclaim.
+type fakeSummary struct {
+	s         *statsv1alpha1.Summary
+	pods      []statsv1alpha1.PodStats
+	dedicated bool
+	fullReads int
+}
 
 func (f *fakeSummary) NodeSummary(context.Context) (*statsv1alpha1.Summary, error) { return f.s, nil }
+
+func (f *fakeSummary) Summary(context.Context) (*statsv1alpha1.Summary, error) {
+	f.fullReads++
+	out := *f.s
+	out.Pods = f.pods
+	return &out, nil
+}
+
+func (f *fakeSummary) DedicatedImageFs(context.Context) (bool, error) { return f.dedicated, nil }
 
 func TestNew(t *testing.T) {
 	ctortest.Run(t, New, []ctortest.Case[Config]{
@@ -301,7 +317,7 @@ func TestNew(t *testing.T) {
 // recorded for the node, admission follows.
 func TestManagerSynchronize(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
-	sum := &fakeSummary{summary(50*mi, 900*mi, 50<<30, 100<<30, 1000, 1000, 1000, 10)}
+	sum := &fakeSummary{s: summary(50*mi, 900*mi, 50<<30, 100<<30, 1000, 1000, 1000, 10)}
 	m, err := New(Config{
 		Thresholds: mustParse(t, Settings{Hard: map[string]string{"memory.available": "100Mi"}}),
 		Summary:    sum, Recorder: rec, Node: &v1.ObjectReference{Kind: "Node", Name: "n1"},

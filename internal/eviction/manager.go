@@ -7,7 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/metrics"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -20,11 +23,43 @@ import (
 // upstream's eviction manager.
 const DefaultMonitoringPeriod = 10 * time.Second
 
-// Summarizer gives the node's part of the stats summary (stats.Provider):
-// the signals are node figures, read without listing the runtime.
+// Summarizer gives the stats summary (stats.Provider): the signals are node
+// figures, read every period without listing the runtime; the pods' figures
+// are read when a pod is to be chosen.
 type Summarizer interface {
 	NodeSummary(ctx context.Context) (*statsv1alpha1.Summary, error)
+	Summary(ctx context.Context) (*statsv1alpha1.Summary, error)
+	// DedicatedImageFs reports whether the runtime's images are on another
+	// filesystem than the node's root directory.
+	DedicatedImageFs(ctx context.Context) (bool, error)
 }
+
+// Evictor stops the pods the manager evicts (the pod workers).
+type Evictor interface {
+	// Evict stops the pod within grace seconds and reports it with status
+	// applied; it does not wait.
+	Evict(ctx context.Context, pod *v1.Pod, grace int64, status func(*v1.PodStatus))
+	// Reclaimed reports whether an evicted pod's containers and volumes
+	// are gone.
+	Reclaimed(uid types.UID) bool
+}
+
+// Reclaimer frees node-level resources before pods are evicted for disk
+// pressure: dead containers (container GC), unused images (image GC).
+type Reclaimer interface {
+	Reclaim(ctx context.Context) error
+}
+
+const (
+	// podCleanupTimeout and podCleanupPoll: how long, and how often, the
+	// manager waits for an evicted pod's resources to be reclaimed before
+	// observing again, as upstream.
+	podCleanupTimeout = 30 * time.Second
+	podCleanupPoll    = time.Second
+	// immediateGracePeriod is an evicted pod's grace period for a hard
+	// threshold or a local storage limit: upstream's 1 s.
+	immediateGracePeriod = 1
+)
 
 // Config configures a Manager.
 type Config struct {
@@ -38,10 +73,22 @@ type Config struct {
 	MonitoringPeriod time.Duration
 	// Summary is required.
 	Summary Summarizer
-	// Recorder and Node record the node's events (EvictionThresholdMet);
-	// Recorder is required.
+	// Recorder and Node record the node's events (EvictionThresholdMet) and
+	// the pods' (Evicted); Recorder is required.
 	Recorder record.EventRecorder
 	Node     *v1.ObjectReference
+	// ActivePods are the pods admitted and not finished: the candidates.
+	// Required with Evictor.
+	ActivePods func() []*v1.Pod
+	// Evictor stops the pods chosen; nil: the manager only reports
+	// conditions.
+	Evictor Evictor
+	// MaxPodGracePeriod caps a pod's grace period for a soft threshold
+	// (evictionMaxPodGracePeriod; 0 or less: the pod's own).
+	MaxPodGracePeriod int64
+	// NodeReclaim free node-level resources, in order, before pods are
+	// evicted for disk pressure.
+	NodeReclaim []Reclaimer
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -56,6 +103,8 @@ type Manager struct {
 	conditions []v1.NodeConditionType
 	// Owned by Run.
 	st state
+	// dedicatedImageFs: known once asked successfully.
+	dedicatedImageFs *bool
 }
 
 // New returns a Manager for cfg.
@@ -65,6 +114,8 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("eviction: Config.Summary is required")
 	case cfg.Recorder == nil:
 		return nil, errors.New("eviction: Config.Recorder is required")
+	case cfg.Evictor != nil && cfg.ActivePods == nil:
+		return nil, errors.New("eviction: Config.ActivePods is required with an Evictor")
 	}
 	if cfg.MonitoringPeriod <= 0 {
 		cfg.MonitoringPeriod = DefaultMonitoringPeriod
@@ -89,7 +140,9 @@ func (m *Manager) Run(ctx context.Context) {
 	tick := m.cfg.Clock.NewTicker(m.cfg.MonitoringPeriod)
 	defer tick.Stop()
 	for {
-		m.synchronize(ctx)
+		if evicted := m.synchronize(ctx); len(evicted) > 0 {
+			m.waitForCleanup(ctx, evicted)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -98,13 +151,15 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// synchronize observes the signals once and updates the conditions.
-func (m *Manager) synchronize(ctx context.Context) {
+// synchronize observes the signals once, updates the conditions and
+// evicts at most one pod for a threshold met (or every pod over its local
+// storage limits); it returns the pods evicted.
+func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 	logger := klog.FromContext(ctx)
 	sum, err := m.cfg.Summary.NodeSummary(ctx)
 	if err != nil {
 		logger.Error(err, "Cannot observe the eviction signals")
-		return
+		return nil
 	}
 	obs := Observe(sum)
 	next, d := m.st.update(m.cfg.Thresholds, obs, m.cfg.Clock.Now(), m.cfg.PressureTransitionPeriod)
@@ -120,12 +175,217 @@ func (m *Manager) synchronize(ctx context.Context) {
 		default:
 		}
 	}
-	if len(d.act) > 0 {
-		t := d.act[0]
-		o := obs[t.Signal]
-		logger.Info("Eviction threshold met", "threshold", t.String(), "available", o.Available.String(), "capacity", o.Capacity.String())
-		if m.cfg.Node != nil {
-			m.cfg.Recorder.Eventf(m.cfg.Node, v1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim %s", t.Signal.Resource())
+	if m.cfg.Evictor == nil {
+		if len(d.act) > 0 {
+			m.thresholdMet(logger, d.act[0], obs)
+		}
+		return nil
+	}
+	active := m.cfg.ActivePods()
+	var limited bool
+	for _, p := range active {
+		limited = limited || HasLocalStorageLimits(p)
+	}
+	if len(d.act) == 0 && !limited {
+		return nil
+	}
+	dedicated, err := m.dedicatedImageFsOnce(ctx)
+	if err != nil {
+		logger.Error(err, "Cannot tell whether the images have a filesystem of their own")
+	}
+	var stats PodStats
+	if limited {
+		if stats, err = m.podStats(ctx); err != nil {
+			logger.Error(err, "Cannot read the pods' stats")
+			return nil
+		}
+		if evicted := m.localStorageEviction(ctx, active, stats, dedicated); len(evicted) > 0 {
+			return evicted
+		}
+	}
+	if len(d.act) == 0 {
+		return nil
+	}
+	t := d.act[0]
+	m.thresholdMet(logger, t, obs)
+	if m.reclaimNodeLevel(ctx, t) {
+		return nil
+	}
+	logger.Info("Must evict a pod to reclaim", "resource", t.Signal.Resource())
+	if stats == nil {
+		if stats, err = m.podStats(ctx); err != nil {
+			logger.Error(err, "Cannot read the pods' stats")
+			return nil
+		}
+	}
+	candidates := slices.Clone(active)
+	Rank(candidates, t.Signal, stats, dedicated)
+	logger.Info("Pods ranked for eviction", "pods", klog.KObjSlice(candidates))
+	for _, t := range d.act {
+		if o, ok := obs[t.Signal]; ok && !o.Time.IsZero() {
+			metrics.EvictionStatsAge.WithLabelValues(string(t.Signal)).Observe(m.cfg.Clock.Since(o.Time).Seconds())
+		}
+	}
+	for _, p := range candidates {
+		if !evictable(p) {
+			continue
+		}
+		grace := int64(immediateGracePeriod)
+		if !t.Hard() {
+			grace = podGracePeriod(p, m.cfg.MaxPodGracePeriod)
+		}
+		ps, found := stats(p)
+		msg, ann := Message(t, obs[t.Signal], p, ps, found)
+		cond := &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: msg}
+		m.evict(ctx, p, grace, msg, ann, cond)
+		metrics.Evictions.WithLabelValues(string(t.Signal)).Inc()
+		return []*v1.Pod{p}
+	}
+	logger.Info("Unable to evict any pod from the node")
+	return nil
+}
+
+// thresholdMet logs and records that the node reclaims for t.
+func (m *Manager) thresholdMet(logger klog.Logger, t Threshold, obs Observations) {
+	o := obs[t.Signal]
+	logger.Info("Eviction threshold met", "threshold", t.String(), "available", o.Available.String(), "capacity", o.Capacity.String())
+	if m.cfg.Node != nil {
+		m.cfg.Recorder.Eventf(m.cfg.Node, v1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim %s", t.Signal.Resource())
+	}
+}
+
+// podGracePeriod is an evicted pod's grace period for a soft threshold:
+// its own, capped by max.
+func podGracePeriod(p *v1.Pod, max int64) int64 {
+	own := int64(v1.DefaultTerminationGracePeriodSeconds)
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		own = *p.Spec.TerminationGracePeriodSeconds
+	}
+	if max > 0 && own > max {
+		return max
+	}
+	return own
+}
+
+func (m *Manager) dedicatedImageFsOnce(ctx context.Context) (bool, error) {
+	if m.dedicatedImageFs != nil {
+		return *m.dedicatedImageFs, nil
+	}
+	d, err := m.cfg.Summary.DedicatedImageFs(ctx)
+	if err != nil {
+		return false, err
+	}
+	m.dedicatedImageFs = &d
+	return d, nil
+}
+
+func (m *Manager) podStats(ctx context.Context) (PodStats, error) {
+	sum, err := m.cfg.Summary.Summary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return StatsOf(sum), nil
+}
+
+// localStorageEviction evicts the pods over their local storage limits.
+func (m *Manager) localStorageEviction(ctx context.Context, active []*v1.Pod, stats PodStats, dedicated bool) []*v1.Pod {
+	var evicted []*v1.Pod
+	for _, p := range active {
+		ps, ok := stats(p)
+		if !ok || !evictable(p) {
+			continue
+		}
+		if v, over := CheckLocalStorage(p, ps, dedicated); over {
+			m.evict(ctx, p, immediateGracePeriod, v.Message, nil, nil)
+			metrics.Evictions.WithLabelValues(v.Signal).Inc()
+			evicted = append(evicted, p)
+		}
+	}
+	return evicted
+}
+
+// reclaimNodeLevel frees node-level resources for a disk threshold (dead
+// containers, then unused images) and reports whether that resolved the
+// disk thresholds (minimum reclaim included), as upstream.
+func (m *Manager) reclaimNodeLevel(ctx context.Context, t Threshold) bool {
+	if t.Signal.Condition() != v1.NodeDiskPressure || len(m.cfg.NodeReclaim) == 0 {
+		return false
+	}
+	// With the images on a filesystem of their own, nothing the collectors
+	// free is on the node's (upstream reclaims nothing for nodefs then).
+	if d := m.dedicatedImageFs; d != nil && *d && (t.Signal == NodeFsAvailable || t.Signal == NodeFsInodesFree) {
+		return false
+	}
+	logger := klog.FromContext(ctx)
+	for _, r := range m.cfg.NodeReclaim {
+		if err := r.Reclaim(ctx); err != nil {
+			logger.Error(err, "Node-level reclaim failed", "resource", t.Signal.Resource())
+		}
+	}
+	sum, err := m.cfg.Summary.NodeSummary(ctx)
+	if err != nil {
+		logger.Error(err, "Cannot observe the eviction signals after reclaiming")
+		return false
+	}
+	obs := Observe(sum)
+	for _, th := range m.cfg.Thresholds {
+		if th.Signal.Condition() == v1.NodeDiskPressure && th.Met(obs, true) {
+			return false
+		}
+	}
+	logger.Info("Reduced the pressure without evicting pods", "resource", t.Signal.Resource())
+	return true
+}
+
+// evict records the eviction and asks the Evictor to stop the pod: phase
+// Failed, reason Evicted, the message, and cond when set.
+func (m *Manager) evict(ctx context.Context, p *v1.Pod, grace int64, msg string, ann map[string]string, cond *v1.PodCondition) {
+	klog.FromContext(ctx).Info("Evicting pod", "pod", klog.KObj(p), "podUID", p.UID, "gracePeriod", grace, "message", msg)
+	m.cfg.Recorder.AnnotatedEventf(p, ann, v1.EventTypeWarning, ReasonEvicted, "%s", msg)
+	now := metav1.NewTime(m.cfg.Clock.Now())
+	m.cfg.Evictor.Evict(ctx, p, grace, func(st *v1.PodStatus) {
+		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonEvicted, msg
+		if cond == nil {
+			return
+		}
+		c := *cond
+		c.LastTransitionTime = now
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == c.Type {
+				if st.Conditions[i].Status == c.Status {
+					c.LastTransitionTime = st.Conditions[i].LastTransitionTime
+				}
+				st.Conditions[i] = c
+				return
+			}
+		}
+		st.Conditions = append(st.Conditions, c)
+	})
+}
+
+// waitForCleanup waits until the evicted pods' resources are reclaimed, up
+// to podCleanupTimeout, as upstream, so the next observation sees what the
+// eviction freed.
+func (m *Manager) waitForCleanup(ctx context.Context, pods []*v1.Pod) {
+	timeout := m.cfg.Clock.NewTimer(podCleanupTimeout)
+	defer timeout.Stop()
+	tick := m.cfg.Clock.NewTicker(podCleanupPoll)
+	defer tick.Stop()
+	for {
+		done := true
+		for _, p := range pods {
+			done = done && m.cfg.Evictor.Reclaimed(p.UID)
+		}
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-timeout.C():
+			klog.FromContext(ctx).Info("Evicted pods are not cleaned up yet; observing again", "pods", klog.KObjSlice(pods))
+			return
+		case <-tick.C():
 		}
 	}
 }

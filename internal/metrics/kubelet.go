@@ -83,6 +83,27 @@ var (
 		Help: "Timestamp in seconds when PLEG was last seen active.",
 	})
 
+	// Evictions is kubelet_evictions{eviction_signal}: the pods evicted,
+	// by the signal (or local storage limit) that made the node evict.
+	Evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "evictions",
+		Help: "Cumulative number of pod evictions by eviction signal",
+	}, []string{"eviction_signal"})
+	// EvictionStatsAge is kubelet_eviction_stats_age_seconds{eviction_signal}:
+	// how old the stats an eviction was decided on were.
+	EvictionStatsAge = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "kubelet", Name: "eviction_stats_age_seconds",
+		Help:    "Time between when stats are collected, and when pod is evicted based on those stats by eviction signal",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"eviction_signal"})
+
+	// ImageGarbageCollected is kubelet_image_garbage_collected_total{reason}:
+	// images removed for their age or for space.
+	ImageGarbageCollected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "image_garbage_collected_total",
+		Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
+	}, []string{"reason"})
+
 	// HTTPRequests and HTTPInflight describe the kubelet API server, as
 	// upstream's kubelet_http_requests_total and kubelet_http_inflight_requests.
 	HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -150,6 +171,7 @@ func init() {
 		NodeName, PodStartDuration, PodWorkerDuration, StartedPods, StartedContainers,
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGRelistInterval, PLEGLastSeen, HTTPRequests, HTTPInflight, running,
+		Evictions, EvictionStatsAge, ImageGarbageCollected,
 	)
 }
 

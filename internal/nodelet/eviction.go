@@ -1,16 +1,18 @@
 package nodelet
 
 import (
+	"context"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/internal/eviction"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // newEviction is the eviction manager of the configuration's thresholds,
-// observing the stats summary.
+// observing the stats summary and evicting through the pod workers.
 func (n *Nodelet) newEviction() (*eviction.Manager, error) {
 	cfg := &n.opts.Config
 	thresholds, err := eviction.ParseThresholds(eviction.Settings{
@@ -24,7 +26,39 @@ func (n *Nodelet) newEviction() (*eviction.Manager, error) {
 		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod.Duration,
 		Summary:                  n.stats,
 		Recorder:                 n.recorder,
-		Node:                     &v1.ObjectReference{Kind: "Node", Name: n.opts.NodeName, UID: types.UID(n.opts.NodeName)},
+		Node:                     n.nodeRef(),
+		NodeReclaim:              []eviction.Reclaimer{containerReclaim{n}, n.imageGC},
+		ActivePods:               n.runningPods,
+		Evictor:                  evictor{n},
+		MaxPodGracePeriod:        int64(cfg.EvictionMaxPodGracePeriod),
 		Clock:                    n.clock,
 	})
+}
+
+// runningPods are the admitted pods that may be running: not finished (in
+// the API or here) and not being stopped.
+func (n *Nodelet) runningPods() []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range n.pods.Admitted("") {
+		if podspec.IsTerminal(p.Status.Phase) || p.DeletionTimestamp != nil || !n.workers.Has(p.UID) || n.workers.Terminating(p.UID) {
+			continue
+		}
+		if st, ok := n.statuses.Get(p.UID); ok && podspec.IsTerminal(st.Phase) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// evictor stops evicted pods through their workers (podsync.Evict).
+type evictor struct{ n *Nodelet }
+
+func (e evictor) Evict(_ context.Context, pod *v1.Pod, grace int64, status func(*v1.PodStatus)) {
+	e.n.podsync.Evict(pod.UID, grace, status)
+	e.n.workers.Notify(pod.UID)
+}
+
+func (e evictor) Reclaimed(uid types.UID) bool {
+	return e.n.podsync.Evicted(uid) || !e.n.workers.Has(uid)
 }

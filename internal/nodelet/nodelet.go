@@ -28,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/healthz"
+	"github.com/nodelet/nodelet/internal/imagegc"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/machine"
@@ -85,6 +86,7 @@ type Nodelet struct {
 	cgroups     *cm.Manager
 	stats       *stats.Provider
 	eviction    *eviction.Manager
+	imageGC     *imagegc.Manager
 
 	// Cluster mode only (nil standalone).
 	client     kubernetes.Interface
@@ -158,11 +160,10 @@ func New(opts *config.Options) (*Nodelet, error) {
 		n.apiGetter = g
 		getter = g
 	}
-	// The node's allocatable (for downwardAPI resourceFieldRef limits a
-	// container does not set) and the recorder (emptyDir over its sizeLimit).
+	// The node's allocatable: for downwardAPI resourceFieldRef limits a
+	// container does not set.
 	vols, err := volumes.New(volumes.ManagerConfig{
-		PodsDir: filepath.Join(opts.RootDir, "pods"), Getter: getter,
-		Allocatable: n.allocatable, Recorder: n.recorder, Clock: n.clock,
+		PodsDir: filepath.Join(opts.RootDir, "pods"), Getter: getter, Allocatable: n.allocatable,
 	})
 	if err != nil {
 		return nil, err
@@ -251,8 +252,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	}
 	n.checkSourcesReady()
 	goRun(func() { n.pleg.Run(ctx) })
-	goRun(func() { n.volumes.Run(ctx) })  // emptyDir sizeLimit measurements
 	goRun(func() { n.eviction.Run(ctx) }) // pressure conditions
+	goRun(func() { n.imageGC.Run(ctx) })
+	goRun(func() { n.runContainerGC(ctx) })
 
 	housekeeping := n.clock.NewTicker(housekeepingPeriod)
 	defer housekeeping.Stop()
@@ -390,6 +392,9 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		return err
 	}
 	if n.stats, err = n.newStats(ctx, rs, is); err != nil {
+		return err
+	}
+	if n.imageGC, err = n.newImageGC(rs, is); err != nil {
 		return err
 	}
 	if n.eviction, err = n.newEviction(); err != nil {

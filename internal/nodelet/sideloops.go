@@ -100,14 +100,15 @@ func (n *Nodelet) runningCounts() (int, map[string]int) {
 func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) (*stats.Provider, error) {
 	podsDir := filepath.Join(n.opts.RootDir, "pods")
 	return stats.New(stats.Config{
-		NodeName:   n.opts.NodeName,
-		RootDir:    n.opts.RootDir,
-		PodLogsDir: n.opts.Config.PodLogsDir,
-		Runtime:    rs,
-		Images:     is,
-		Clock:      n.clock,
-		Machine:    n.machine,
-		Logger:     klog.FromContext(ctx),
+		NodeName:             n.opts.NodeName,
+		RootDir:              n.opts.RootDir,
+		PodLogsDir:           n.opts.Config.PodLogsDir,
+		Runtime:              rs,
+		Images:               is,
+		Clock:                n.clock,
+		Machine:              n.machine,
+		Logger:               klog.FromContext(ctx),
+		VolumeStatsAggPeriod: n.opts.Config.VolumeStatsAggPeriod.Duration,
 		Pods: func() []stats.PodInfo {
 			var out []stats.PodInfo
 			for _, p := range n.pods.Admitted("") {

@@ -70,3 +70,12 @@ func GatesChanged(a, b *v1.Pod) bool {
 func ReadOnlyVolume(v *v1.Volume) bool {
 	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
 }
+
+// IsLocalEphemeralVolume reports whether the volume is the pod's local
+// ephemeral storage on the node's filesystem, as upstream: gitRepo, an
+// emptyDir on disk, configMap.
+func IsLocalEphemeralVolume(v *v1.Volume) bool {
+	return v.GitRepo != nil ||
+		(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) ||
+		v.ConfigMap != nil
+}

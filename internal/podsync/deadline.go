@@ -45,16 +45,14 @@ func (s *Syncer) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kubecont
 	if st, _ := s.cfg.Statuses.Get(pod.UID); st.Reason != ReasonDeadlineExceeded {
 		s.cfg.Recorder.Event(pod, v1.EventTypeNormal, ReasonDeadlineExceeded, deadlineMessage)
 	}
-	fail := func(rs *kubecontainer.PodStatus) {
-		st := s.setStatus(ctx, pod, rs, kubecontainer.SyncResult{})
+	failed := func(st *v1.PodStatus) {
 		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonDeadlineExceeded, deadlineMessage
-		s.cfg.Statuses.Set(ctx, pod, st)
 	}
-	fail(rs)
+	s.fail(ctx, pod, rs, failed)
 	s.cfg.Prober.RemovePod(pod.UID)
 	err := s.cfg.Runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
 	if fresh, ferr := s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); ferr == nil {
-		fail(fresh)
+		s.fail(ctx, pod, fresh, failed)
 	}
 	return err
 }

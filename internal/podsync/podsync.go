@@ -124,6 +124,8 @@ type Syncer struct {
 	// observed: what each pod's last sync saw, to drop PLEG events that
 	// report nothing new.
 	observed observed
+	// evictions: the pods the eviction manager stops (see Evict).
+	evictions sync.Map // types.UID -> *eviction
 }
 
 // New returns a Syncer; every collaborator but Mirrors, Finisher and Objects
@@ -172,6 +174,9 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error
 	rs, err := s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return 0, err
+	}
+	if ev, ok := s.evictions.Load(pod.UID); ok {
+		return 0, s.evict(ctx, pod, rs, ev.(*eviction))
 	}
 	// A pod the API already reports as finished never runs again, even if
 	// the runtime lost its containers; its API status is final.
@@ -246,16 +251,8 @@ func (s *Syncer) syncProbes(pod *v1.Pod, rs *kubecontainer.PodStatus) {
 // API pod continues from what the API has (start time, transition times,
 // a terminal phase).
 func (s *Syncer) setStatus(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult) v1.PodStatus {
-	var prev *v1.PodStatus
-	if old, ok := s.cfg.Statuses.Get(pod.UID); ok {
-		prev = &old
-	} else if pod.Status.Phase != "" && !podspec.IsStatic(pod) {
-		prev = pod.Status.DeepCopy()
-	}
-	st := status.Generate(status.Input{
-		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: s.cfg.HostIPs, RuntimeName: s.cfg.RuntimeName, Now: s.clock.Now(),
-		Probes: s.cfg.Prober,
-	})
+	prev := s.previous(pod)
+	st := s.generate(pod, rs, res, prev)
 	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
 		s.cfg.Statuses.Set(ctx, pod, st)
 	}
@@ -265,6 +262,27 @@ func (s *Syncer) setStatus(ctx context.Context, pod *v1.Pod, rs *kubecontainer.P
 		}
 	}
 	return st
+}
+
+// previous is the status the pod's next one continues from: the last one
+// recorded, or the API's for a pod nodelet has not synced yet.
+func (s *Syncer) previous(pod *v1.Pod) *v1.PodStatus {
+	if old, ok := s.cfg.Statuses.Get(pod.UID); ok {
+		return &old
+	}
+	if pod.Status.Phase != "" && !podspec.IsStatic(pod) {
+		return pod.Status.DeepCopy()
+	}
+	return nil
+}
+
+// generate computes the pod's status from what the runtime reports and
+// what the sync did, continuing from prev.
+func (s *Syncer) generate(pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult, prev *v1.PodStatus) v1.PodStatus {
+	return status.Generate(status.Input{
+		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: s.cfg.HostIPs, RuntimeName: s.cfg.RuntimeName, Now: s.clock.Now(),
+		Probes: s.cfg.Prober,
+	})
 }
 
 // StopPod implements podworkers.Syncer: it stops the pod gracefully (pod
@@ -329,6 +347,7 @@ func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubeconta
 		s.cfg.Objects.Forget(uid)
 	}
 	s.cfg.Statuses.Delete(uid)
+	s.evictions.Delete(uid)
 	return nil
 }
 

@@ -520,3 +520,55 @@ func TestActiveDeadline(t *testing.T) {
 		}
 	}
 }
+
+// An evicted pod: Failed with the eviction's status at once, stopped with
+// the eviction's grace period, its containers and volumes removed; the
+// next syncs neither start nor stop it again; cleanup forgets it.
+func TestEvict(t *testing.T) {
+	f := newFixture(t)
+	pod := testPod()
+	f.runtime.before = runningStatus(0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if _, err := f.s.SyncPod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	f.runtime.calls = nil
+	f.s.Evict(pod.UID, 1, func(st *v1.PodStatus) {
+		st.Phase, st.Reason, st.Message = v1.PodFailed, "Evicted", "low on memory"
+		st.Conditions = append(st.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue})
+	})
+	if f.s.Evicted(pod.UID) {
+		t.Fatal("evicted before its sync")
+	}
+	if _, err := f.s.SyncPod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.runtime.calls, ","); got != "GetPodStatus,KillPod,GetPodStatus,RemovePod" {
+		t.Errorf("runtime calls %s", got)
+	}
+	if g := f.runtime.killGrace; g == nil || *g != 1 {
+		t.Errorf("grace %v", g)
+	}
+	st, _ := f.statuses.Get(pod.UID)
+	if st.Phase != v1.PodFailed || st.Reason != "Evicted" || st.Message != "low on memory" || st.Conditions[len(st.Conditions)-1].Type != v1.DisruptionTarget {
+		t.Errorf("status %s %s %q %v", st.Phase, st.Reason, st.Message, st.Conditions)
+	}
+	if len(f.volumes.torndown) != 1 || f.forget.cgroups != 1 || len(f.prober.removed) != 1 {
+		t.Errorf("volumes torn down %v, cgroups removed %d, probes removed %v", f.volumes.torndown, f.forget.cgroups, f.prober.removed)
+	}
+	if !f.s.Evicted(pod.UID) {
+		t.Error("not reported evicted")
+	}
+	f.runtime.calls = nil
+	if _, err := f.s.SyncPod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.runtime.calls, ","); got != "GetPodStatus" {
+		t.Errorf("runtime calls after the eviction %s", got)
+	}
+	if err := f.s.CleanupPod(context.Background(), pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.s.Evicted(pod.UID) {
+		t.Error("the eviction outlived the pod's cleanup")
+	}
+}

@@ -1,6 +1,9 @@
 package stats
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -92,6 +95,7 @@ func filesUsage(dir string) (usage, error) {
 
 // volumeCacheTTL is how long a volume's du result is reused. Upstream
 // measures volumes every volumeStatsAggPeriod (1m) in the background.
+// (Config.VolumeStatsAggPeriod sets it).
 const volumeCacheTTL = time.Minute
 
 type volumeEntry struct {
@@ -104,12 +108,13 @@ type volumeEntry struct {
 // volumeCache keeps per-path du results for volumeCacheTTL. Entries not
 // asked for during 2*volumeCacheTTL are dropped.
 type volumeCache struct {
-	mu sync.Mutex
-	m  map[string]*volumeEntry
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]*volumeEntry
 }
 
-func newVolumeCache() *volumeCache {
-	return &volumeCache{m: make(map[string]*volumeEntry)}
+func newVolumeCache(ttl time.Duration) *volumeCache {
+	return &volumeCache{ttl: ttl, m: make(map[string]*volumeEntry)}
 }
 
 // get returns the usage of path, measured at most volumeCacheTTL before now,
@@ -126,7 +131,7 @@ func (c *volumeCache) get(path string, now time.Time, du func(string) (usage, er
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.at.IsZero() && now.Sub(e.at) < volumeCacheTTL && !now.Before(e.at) {
+	if !e.at.IsZero() && now.Sub(e.at) < c.ttl && !now.Before(e.at) {
 		return e.u, e.at, nil
 	}
 	u, err := du(path)
@@ -142,7 +147,7 @@ func (c *volumeCache) prune(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, e := range c.m {
-		if now.Sub(e.lastUsed) > 2*volumeCacheTTL {
+		if now.Sub(e.lastUsed) > 2*c.ttl {
 			delete(c.m, k)
 		}
 	}
@@ -155,3 +160,58 @@ func (c *volumeCache) len() int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// DedicatedImageFs reports whether the runtime's image filesystem is
+// another filesystem than the root directory's (upstream asks cadvisor the
+// same): the eviction signals of nodefs and imagefs then count different
+// things.
+func (p *Provider) DedicatedImageFs(ctx context.Context) (bool, error) {
+	if p.cfg.Images == nil || p.cfg.RootDir == "" {
+		return false, nil
+	}
+	resp, err := p.cfg.Images.ImageFsInfo(ctx)
+	if err != nil {
+		return false, fmt.Errorf("image filesystem info: %w", err)
+	}
+	fss := resp.GetImageFilesystems()
+	if len(fss) == 0 || fss[0].GetFsId().GetMountpoint() == "" {
+		return false, nil
+	}
+	dev := func(path string) (uint64, error) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			return 0, &os.PathError{Op: "stat", Path: path, Err: err}
+		}
+		return uint64(st.Dev), nil
+	}
+	root, err := dev(p.cfg.RootDir)
+	if err != nil {
+		return false, err
+	}
+	images, err := dev(fss[0].GetFsId().GetMountpoint())
+	if err != nil {
+		return false, err
+	}
+	return root != images, nil
+}
+
+// ImageFsCapacity is the capacity of the runtime's image filesystem and
+// what is available on it (statfs of the mount point the runtime reports).
+func (p *Provider) ImageFsCapacity(ctx context.Context) (capacity, available int64, err error) {
+	if p.cfg.Images == nil {
+		return 0, 0, errors.New("no image service")
+	}
+	resp, err := p.cfg.Images.ImageFsInfo(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("image filesystem info: %w", err)
+	}
+	fss := resp.GetImageFilesystems()
+	if len(fss) == 0 || fss[0].GetFsId().GetMountpoint() == "" {
+		return 0, 0, errors.New("the runtime reports no image filesystem")
+	}
+	fi, err := statfs(fss[0].GetFsId().GetMountpoint())
+	if err != nil {
+		return 0, 0, err
+	}
+	return int64(fi.capacity), int64(fi.available), nil
+}

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func blocks(t *testing.T, path string) uint64 {
@@ -90,7 +93,7 @@ func TestFilesUsage(t *testing.T) {
 }
 
 func TestVolumeCache(t *testing.T) {
-	c := newVolumeCache()
+	c := newVolumeCache(volumeCacheTTL)
 	var walks atomic.Int32
 	du := func(path string) (usage, error) {
 		walks.Add(1)
@@ -162,5 +165,41 @@ func TestStatfs(t *testing.T) {
 	}
 	if _, err := statfs(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("missing path must be an error")
+	}
+}
+
+// DedicatedImageFs compares the devices of the root directory and the
+// image filesystem's mount point; ImageFsCapacity is the latter's statfs.
+func TestImageFs(t *testing.T) {
+	root := t.TempDir()
+	images := func(mp string) *fakeImages {
+		return &fakeImages{resp: &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: mp}}}}}
+	}
+	for _, tc := range []struct {
+		name, mountpoint string
+		want             bool
+	}{{"same filesystem", t.TempDir(), false}, {"another filesystem", "/proc", true}} {
+		p, err := New(Config{Runtime: &fakeRuntime{}, Images: images(tc.mountpoint), RootDir: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := p.DedicatedImageFs(context.Background()); err != nil || got != tc.want {
+			t.Errorf("%s: dedicated %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+	p, err := New(Config{Runtime: &fakeRuntime{}, Images: images(root), RootDir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity, available, err := p.ImageFsCapacity(context.Background())
+	if err != nil || capacity <= 0 || available <= 0 || available > capacity {
+		t.Errorf("capacity %d available %d: %v", capacity, available, err)
+	}
+	p, err = New(Config{Runtime: &fakeRuntime{}, Images: &fakeImages{resp: &runtimeapi.ImageFsInfoResponse{}}, RootDir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.ImageFsCapacity(context.Background()); err == nil {
+		t.Error("no error without an image filesystem")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/machine"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // PodInfo is a pod the node should run, for its volumes and limits.
@@ -51,6 +52,9 @@ type Config struct {
 	// memory, swap), net/dev, loadavg and sys/kernel (pid_max,
 	// threads-max).
 	ProcRoot string
+	// VolumeStatsAggPeriod is how long a volume's measured usage is reused
+	// (volumeStatsAggPeriod; 1 minute when 0).
+	VolumeStatsAggPeriod time.Duration
 	// Logger is what the /metrics/resource scrapes log to: they have no
 	// context of their own (klog's global logger when unset).
 	Logger klog.Logger
@@ -93,6 +97,10 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.PodLogsDir == "" {
 		cfg.PodLogsDir = "/var/log/pods"
 	}
+	ttl := cfg.VolumeStatsAggPeriod
+	if ttl <= 0 {
+		ttl = volumeCacheTTL
+	}
 	if cfg.Logger.GetSink() == nil {
 		cfg.Logger = klog.Background()
 	}
@@ -101,7 +109,7 @@ func New(cfg Config) (*Provider, error) {
 		clock:         cfg.Clock,
 		logger:        cfg.Logger,
 		rates:         newRateCache(minWindowDef),
-		volumes:       newVolumeCache(),
+		volumes:       newVolumeCache(ttl),
 		resampleDelay: 100 * time.Millisecond,
 	}, nil
 }
@@ -610,7 +618,7 @@ func (b *builder) podStorage(ps *statsv1alpha1.PodStats, rp *rawPod, info PodInf
 				continue
 			}
 			ps.VolumeStats = append(ps.VolumeStats, vs)
-			if isLocalEphemeral(&v) {
+			if podspec.IsLocalEphemeralVolume(&v) {
 				ephemeral = append(ephemeral, vs)
 			}
 		}
@@ -695,14 +703,6 @@ func pluginDir(v *v1.Volume) string {
 		return "kubernetes.io~downward-api"
 	}
 	return ""
-}
-
-// isLocalEphemeral is upstream's IsLocalEphemeralVolume: the volumes that
-// count towards the pod's ephemeral storage.
-func isLocalEphemeral(v *v1.Volume) bool {
-	return v.GitRepo != nil ||
-		(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) ||
-		v.ConfigMap != nil
 }
 
 // containerMemoryLimit is the memory limit of pod's container name, if set.

@@ -216,7 +216,8 @@ func mergeStatus(cur, ours v1.PodStatus, static bool) v1.PodStatus {
 	owned := func(t v1.PodConditionType) bool { return ownedConditions[t] || (static && t == v1.PodScheduled) }
 	mine := map[v1.PodConditionType]v1.PodCondition{}
 	for _, c := range ours.Conditions {
-		if owned(c.Type) {
+		// DisruptionTarget is the node's when it evicts the pod.
+		if owned(c.Type) || c.Type == v1.DisruptionTarget {
 			mine[c.Type] = c
 		}
 	}

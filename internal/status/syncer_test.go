@@ -45,6 +45,11 @@ func TestMergeStatusKeepsForeignConditionsAndOrder(t *testing.T) {
 	if c := findCondition(got.Conditions, v1.PodInitialized); c.Status != v1.ConditionTrue {
 		t.Errorf("our Initialized condition did not replace the API's")
 	}
+	// The node's own DisruptionTarget (an eviction) replaces the API's.
+	evicted := v1.PodStatus{Conditions: append(ours.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet})}
+	if c := findCondition(mergeStatus(cur, evicted, false).Conditions, v1.DisruptionTarget); c == nil || c.Reason != v1.PodReasonTerminationByKubelet {
+		t.Errorf("our DisruptionTarget was not written: %+v", c)
+	}
 	// A pod bound without PodScheduled gets it; a static pod's comes from us.
 	got = mergeStatus(v1.PodStatus{}, ours, false)
 	if findCondition(got.Conditions, v1.PodScheduled) == nil {

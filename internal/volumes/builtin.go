@@ -73,9 +73,6 @@ func (p *emptyDirPlugin) SetUp(ctx context.Context, vol *Volume) (string, error)
 			return "", fmt.Errorf("set the fsGroup: %w", err)
 		}
 	}
-	if src.Medium == v1.StorageMediumDefault && src.SizeLimit != nil && src.SizeLimit.Sign() > 0 {
-		p.m.watchUsage(vol.Pod, vol.Spec.Name, dir, *src.SizeLimit)
-	}
 	return dir, nil
 }
 

@@ -13,6 +13,6 @@
 // in with Manager.Register("csi", ...).
 //
 // The pod's fsGroup is applied as upstream's SetVolumeOwnership (not to
-// hostPath). Disk emptyDirs with a sizeLimit are measured by Run, which
-// reports those over their limit.
+// hostPath). A disk emptyDir's sizeLimit is the eviction manager's (from
+// the stats summary), as upstream.
 package volumes

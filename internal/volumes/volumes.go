@@ -8,12 +8,9 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/clock"
 )
 
 // Manager prepares pod volumes under a pods directory, through the volume
@@ -27,7 +24,6 @@ type Manager struct {
 	plugins map[string]Plugin // by source kind
 	byName  map[string]Plugin // by directory name
 	set     map[volumeKey]bool
-	usage   map[volumeKey]*watched
 }
 
 type volumeKey struct {
@@ -45,13 +41,6 @@ type ManagerConfig struct {
 	// Allocatable is the node's allocatable: a downwardAPI resourceFieldRef
 	// reports it for a limit the container does not set. nil: none.
 	Allocatable func() v1.ResourceList
-	// Recorder gets volume events (EmptyDirSizeLimitExceeded). nil: none.
-	Recorder record.EventRecorder
-	// Clock drives Run's measurements (the real clock when nil).
-	Clock clock.WithTicker
-	// UsagePeriod is how often Run measures disk emptyDirs that have a
-	// sizeLimit (10 s when 0).
-	UsagePeriod time.Duration
 }
 
 // New returns a Manager for cfg with the built-in volume plugins. It fails
@@ -60,16 +49,10 @@ func New(cfg ManagerConfig) (*Manager, error) {
 	if cfg.PodsDir == "" {
 		return nil, errors.New("volumes: ManagerConfig.PodsDir is required")
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.UsagePeriod <= 0 {
-		cfg.UsagePeriod = 10 * time.Second
-	}
 	m := &Manager{
 		podsDir: cfg.PodsDir, getter: cfg.Getter, cfg: cfg,
 		plugins: map[string]Plugin{}, byName: map[string]Plugin{},
-		set: map[volumeKey]bool{}, usage: map[volumeKey]*watched{},
+		set: map[volumeKey]bool{},
 	}
 	m.registerBuiltins()
 	return m, nil
@@ -224,11 +207,6 @@ func (m *Manager) forget(uid types.UID) {
 	for k := range m.set {
 		if k.uid == uid {
 			delete(m.set, k)
-		}
-	}
-	for k := range m.usage {
-		if k.uid == uid {
-			delete(m.usage, k)
 		}
 	}
 }

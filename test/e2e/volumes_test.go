@@ -665,37 +665,3 @@ func TestVolumeCleanupAfterRestart(t *testing.T) {
 		}
 	}
 }
-
-// TestVolumeEmptyDirSizeLimit: a disk emptyDir over its sizeLimit is
-// measured (every 10 s) and reported with an EmptyDirSizeLimitExceeded
-// event; the pod is not evicted (that is the eviction issue's work).
-func TestVolumeEmptyDirSizeLimit(t *testing.T) {
-	const node = "e2e-vol-sizelimit"
-	c, _ := clusterNode(t, node, "")
-	ns := c.Namespace(t, "sizelimit")
-	ctx := context.Background()
-	p := busyboxPod("big", node, "dd if=/dev/zero of=/data/big bs=1M count=3; trap 'exit 0' TERM; while true; do sleep 0.2; done")
-	p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Mi"))}}}}
-	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPod(t, c, ns, "big", 60*time.Second, "Ready", podReady)
-	start := time.Now()
-	var ev v1.Event
-	framework.Eventually(t, 30*time.Second, 500*time.Millisecond, func() bool {
-		evs, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=EmptyDirSizeLimitExceeded"})
-		if err != nil || len(evs.Items) == 0 {
-			return false
-		}
-		ev = evs.Items[0]
-		return true
-	}, "an EmptyDirSizeLimitExceeded event")
-	t.Logf("reported %v after the pod was Ready", time.Since(start).Round(100*time.Millisecond))
-	if want := `Usage of EmptyDir volume "data" exceeds the limit "1Mi".`; ev.Message != want || ev.Type != v1.EventTypeWarning || ev.InvolvedObject.Name != "big" {
-		t.Errorf("event %s %q on %s, want Warning %q on big", ev.Type, ev.Message, ev.InvolvedObject.Name, want)
-	}
-	if got := c.Pod(t, ns, "big"); got.Status.Phase != v1.PodRunning {
-		t.Errorf("pod phase %s, want Running (no eviction yet)", got.Status.Phase)
-	}
-}

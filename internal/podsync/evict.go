@@ -1,0 +1,79 @@
+package podsync
+
+import (
+	"context"
+	"errors"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/kubecontainer"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+// eviction is a pod the eviction manager asked to stop: the grace period
+// and what to make of its status, and whether its resources are freed.
+type eviction struct {
+	grace  int64
+	status func(*v1.PodStatus)
+	done   bool
+}
+
+// Evict asks for the pod to be stopped within grace seconds at its next
+// sync and reported with status applied (phase Failed, reason Evicted, the
+// DisruptionTarget condition), as upstream's kill with a status function;
+// its containers and volumes are then removed, which frees what it held on
+// the node. The caller wakes the pod's worker.
+func (s *Syncer) Evict(uid types.UID, grace int64, status func(*v1.PodStatus)) {
+	s.evictions.LoadOrStore(uid, &eviction{grace: grace, status: status})
+}
+
+// Evicted reports whether an evicted pod's containers are stopped and its
+// containers and volumes removed.
+func (s *Syncer) Evicted(uid types.UID) bool {
+	v, ok := s.evictions.Load(uid)
+	return ok && v.(*eviction).done
+}
+
+// evict stops a pod the eviction manager chose (see Evict).
+func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, ev *eviction) error {
+	if ev.done {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	s.fail(ctx, pod, rs, ev.status)
+	s.cfg.Prober.RemovePod(pod.UID)
+	grace := ev.grace
+	if err := s.cfg.Runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), &grace); err != nil {
+		return err
+	}
+	fresh, err := s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	s.fail(ctx, pod, fresh, ev.status)
+	// What the pod held on the node goes now, as upstream's container
+	// garbage collection and volume manager do for an evicted pod: its
+	// writable layers, logs and volumes. Its status stays.
+	err = errors.Join(
+		s.cfg.Runtime.RemovePod(ctx, kuberuntime.RunningFromStatus(fresh, nil)),
+		s.cfg.Volumes.Teardown(pod.UID),
+		s.cfg.Cgroups.RemovePod(ctx, pod.UID),
+	)
+	if err != nil {
+		return err
+	}
+	ev.done = true
+	logger.Info("Pod evicted", "pod", klog.KObj(pod), "podUID", pod.UID, "gracePeriod", grace)
+	return nil
+}
+
+// fail records the pod's status as generated from rs, with apply applied:
+// a pod stopped by the node itself (active deadline, eviction) is Failed at
+// once, its containers stopping after.
+func (s *Syncer) fail(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, apply func(*v1.PodStatus)) {
+	st := s.generate(pod, rs, kubecontainer.SyncResult{}, s.previous(pod))
+	apply(&st)
+	s.cfg.Statuses.Set(ctx, pod, st)
+}

@@ -1,0 +1,335 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/e2e/framework"
+)
+
+// priorityClass makes sure the cluster has the priority class name of
+// value.
+func priorityClass(t *testing.T, c *framework.Cluster, name string, value int32) {
+	t.Helper()
+	_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingv1.PriorityClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// evictedWith: the pod was evicted by the node with a message starting so.
+func evictedWith(prefix string) func(*v1.Pod) bool {
+	return func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted" && strings.HasPrefix(p.Status.Message, prefix)
+	}
+}
+
+func disruptionTarget(p *v1.Pod) *v1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == v1.DisruptionTarget {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// withEmptyDir mounts an emptyDir named data (sizeLimit when not empty) at
+// /data in the pod's first container.
+func withEmptyDir(p *v1.Pod, sizeLimit string) *v1.Pod {
+	ed := &v1.EmptyDirVolumeSource{}
+	if sizeLimit != "" {
+		ed.SizeLimit = ptr.To(resource.MustParse(sizeLimit))
+	}
+	p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: ed}})
+	p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, v1.VolumeMount{Name: "data", MountPath: "/data"})
+	return p
+}
+
+// TestEvictionDiskPressure mirrors upstream's LocalStorageEviction and
+// PriorityLocalStorageEvictionOrdering: nodelet's root directory is a
+// 64 MiB tmpfs (so the images are on a filesystem of their own) and
+// nodefs.available's hard threshold 50%. Two pods fill emptyDirs, 25 MiB
+// at the default priority and 10 MiB at a higher one, a third writes
+// nothing. The node comes under disk pressure; the low-priority filler is
+// evicted first, alone, with grace 1 s: Failed, reason Evicted, upstream's
+// message, the DisruptionTarget condition (TerminationByKubelet), the
+// Evicted event with its annotations, kubelet_evictions counted. Its
+// emptyDir goes with it, the pressure clears, the other two keep running
+// and a new pod is admitted.
+func TestEvictionDiskPressure(t *testing.T) {
+	name := "e2e-evict-disk"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", n.RootDir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		n.Stop()
+		framework.UnmountUnder(n.RootDir, t.Logf)
+		_ = exec.Command("umount", "-l", n.RootDir).Run()
+	})
+	n.AppendConfig("evictionHard:\n  nodefs.available: \"50%\"\nevictionPressureTransitionPeriod: 5s\nvolumeStatsAggPeriod: 2s\n")
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		return c.NodeReady(t, name) == v1.ConditionTrue
+	}, "node %s Ready", name)
+	priorityClass(t, c, "e2e-high", 1000)
+	ns := c.Namespace(t, "evict-disk")
+	ctx := context.Background()
+
+	quiet := busyboxPod("quiet", name, "sleep 3600")
+	high := withEmptyDir(busyboxPod("high", name, "dd if=/dev/zero of=/data/f bs=1M count=10 && sleep 3600"), "")
+	high.Spec.PriorityClassName = "e2e-high"
+	low := withEmptyDir(busyboxPod("low", name, "dd if=/dev/zero of=/data/f bs=1M count=25 && sleep 3600"), "")
+	for _, p := range []*v1.Pod{quiet, high, low} {
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := time.Now()
+	evicted := waitPod(t, c, ns, "low", 90*time.Second, "evicted for disk pressure",
+		evictedWith("The node was low on resource: ephemeral-storage. Threshold quantity: "))
+	t.Logf("low evicted %v after the pods were created: %q", time.Since(started).Round(100*time.Millisecond), evicted.Status.Message)
+	if cond := disruptionTarget(evicted); cond == nil || cond.Status != v1.ConditionTrue || cond.Reason != "TerminationByKubelet" || cond.Message != evicted.Status.Message {
+		t.Errorf("DisruptionTarget %+v", cond)
+	}
+	var ev *v1.Event
+	framework.Eventually(t, 20*time.Second, 500*time.Millisecond, func() bool {
+		for _, e := range podEvents(t, c, ns, "low") {
+			if e.Reason == "Evicted" {
+				ev = &e
+				return true
+			}
+		}
+		return false
+	}, "the Evicted event")
+	if ev.Type != v1.EventTypeWarning || ev.Message != evicted.Status.Message || ev.Annotations["starved_resource"] != "ephemeral-storage" {
+		t.Errorf("event %s %q annotations %v", ev.Type, ev.Message, ev.Annotations)
+	}
+	if cond := nodeCondition(t, c, name, v1.NodeDiskPressure); cond == nil || cond.Status != v1.ConditionTrue {
+		t.Errorf("DiskPressure at the eviction: %+v", cond)
+	}
+	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
+		cond := nodeCondition(t, c, name, v1.NodeDiskPressure)
+		return cond != nil && cond.Status == v1.ConditionFalse
+	}, "DiskPressure False once the evicted pod's emptyDir is gone")
+	for _, p := range []string{"quiet", "high"} {
+		if got := c.Pod(t, ns, p); got.Status.Phase != v1.PodRunning {
+			t.Errorf("%s is %s (%s: %s)", p, got.Status.Phase, got.Status.Reason, got.Status.Message)
+		}
+	}
+	_, body := c.KubeletAPI(t, n, framework.APICredentials{CertName: "apiserver-kubelet-client"}, "/metrics")
+	if !strings.Contains(body, `kubelet_evictions{eviction_signal="nodefs.available"} 1`) {
+		t.Errorf("kubelet_evictions not counted:\n%s", grepLines(body, "kubelet_evictions"))
+	}
+	after := busyboxPod("after", name, "sleep 3600")
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, after, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, ns, "after", 60*time.Second, "admitted once the pressure is gone", podReady)
+}
+
+// TestEvictionLocalStorageLimits mirrors upstream's
+// LocalStorageCapacityIsolationEviction: without node pressure, a pod whose
+// emptyDir is over its sizeLimit, one over its containers' total
+// ephemeral-storage limit and one whose container's logs are over its own
+// limit are evicted with upstream's messages (no DisruptionTarget, as
+// upstream); a pod within its limits keeps running.
+func TestEvictionLocalStorageLimits(t *testing.T) {
+	name := "e2e-evict-local"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	n.AppendConfig("volumeStatsAggPeriod: 2s\n")
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		return c.NodeReady(t, name) == v1.ConditionTrue
+	}, "node %s Ready", name)
+	ns := c.Namespace(t, "evict-local")
+	ctx := context.Background()
+	limit := func(p *v1.Pod, q string) *v1.Pod {
+		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse(q)}
+		return p
+	}
+	// The pod's total limit is checked first: a second container with room
+	// makes the first one's own limit the one exceeded.
+	logs := limit(busyboxPod("logs", name, "head -c 4194304 /dev/zero | tr '\\0' x; sleep 3600"), "2Mi")
+	logs.Spec.Containers = append(logs.Spec.Containers, v1.Container{
+		Name: "idle", Image: busybox, Command: []string{"sleep", "3600"},
+		Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("100Mi")}},
+	})
+	pods := []*v1.Pod{
+		withEmptyDir(busyboxPod("emptydir", name, "dd if=/dev/zero of=/data/f bs=1M count=4 && sleep 3600"), "2Mi"),
+		limit(withEmptyDir(busyboxPod("podlimit", name, "dd if=/dev/zero of=/data/f bs=1M count=4 && sleep 3600"), ""), "2Mi"),
+		logs,
+		limit(withEmptyDir(busyboxPod("within", name, "dd if=/dev/zero of=/data/f bs=1M count=1 && sleep 3600"), "8Mi"), "8Mi"),
+	}
+	for _, p := range pods {
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for pod, msg := range map[string]string{
+		"emptydir": `Usage of EmptyDir volume "data" exceeds the limit "2Mi". `,
+		"podlimit": "Pod ephemeral local storage usage exceeds the total limit of containers 2Mi. ",
+		"logs":     `Container c exceeded its local ephemeral storage limit "2Mi". `,
+	} {
+		p := waitPod(t, c, ns, pod, 90*time.Second, "evicted over its limit", evictedWith(msg))
+		if p.Status.Message != msg {
+			t.Errorf("%s: message %q, want %q", pod, p.Status.Message, msg)
+		}
+		if cond := disruptionTarget(p); cond != nil {
+			t.Errorf("%s: DisruptionTarget %+v for a local storage limit", pod, cond)
+		}
+	}
+	if p := c.Pod(t, ns, "within"); p.Status.Phase != v1.PodRunning {
+		t.Errorf("the pod within its limits is %s (%s: %s)", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	}
+	if cond := nodeCondition(t, c, name, v1.NodeDiskPressure); cond == nil || cond.Status != v1.ConditionFalse {
+		t.Errorf("DiskPressure %+v", cond)
+	}
+}
+
+// grepLines are the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// tmpfsRoot mounts a tmpfs with opts on the nodelet's root directory for
+// the test.
+func tmpfsRoot(t *testing.T, n *framework.Nodelet, opts string) {
+	t.Helper()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", n.RootDir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		n.Stop()
+		framework.UnmountUnder(n.RootDir, t.Logf)
+		_ = exec.Command("umount", "-l", n.RootDir).Run()
+	})
+}
+
+// TestEvictionInodes mirrors upstream's InodeEviction: the root directory
+// is a tmpfs of 4000 inodes, nodefs.inodesFree's hard threshold 50%; a pod
+// creating 2500 files in its emptyDir is evicted ("The node was low on
+// resource: inodes."), a quiet one stays, the pressure clears.
+func TestEvictionInodes(t *testing.T) {
+	name := "e2e-evict-inodes"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	tmpfsRoot(t, n, "size=64m,nr_inodes=4000")
+	n.AppendConfig("evictionHard:\n  nodefs.inodesFree: \"50%\"\nevictionPressureTransitionPeriod: 5s\nvolumeStatsAggPeriod: 2s\n")
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		return c.NodeReady(t, name) == v1.ConditionTrue
+	}, "node %s Ready", name)
+	ns := c.Namespace(t, "evict-inodes")
+	ctx := context.Background()
+	quiet := busyboxPod("quiet", name, "sleep 3600")
+	hog := withEmptyDir(busyboxPod("hog", name, "cd /data && for i in $(seq 2500); do : > f$i; done; sleep 3600"), "")
+	for _, p := range []*v1.Pod{quiet, hog} {
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := time.Now()
+	p := waitPod(t, c, ns, "hog", 90*time.Second, "evicted for inodes", evictedWith("The node was low on resource: inodes. Threshold quantity: 2000, available: "))
+	t.Logf("hog evicted %v after the pods were created: %q", time.Since(started).Round(100*time.Millisecond), p.Status.Message)
+	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
+		cond := nodeCondition(t, c, name, v1.NodeDiskPressure)
+		return cond != nil && cond.Status == v1.ConditionFalse
+	}, "DiskPressure False once the files are gone")
+	if got := c.Pod(t, ns, "quiet"); got.Status.Phase != v1.PodRunning {
+		t.Errorf("quiet is %s (%s: %s)", got.Status.Phase, got.Status.Reason, got.Status.Message)
+	}
+}
+
+// TestEvictionPIDs mirrors upstream's PriorityPidEvictionOrdering:
+// pid.available's hard threshold 250 below what is available when the test
+// starts; a pod forking 500 sleeping processes brings the node under PID
+// pressure and is evicted ("The node was low on resource: pids."), a quiet
+// pod of a higher priority stays, the pressure clears.
+func TestEvictionPIDs(t *testing.T) {
+	name := "e2e-evict-pids"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	max, procs := pidFigures(t)
+	threshold := max - procs - 250
+	n.AppendConfig(fmt.Sprintf("evictionHard:\n  pid.available: \"%d\"\nevictionPressureTransitionPeriod: 5s\n", threshold))
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		return c.NodeReady(t, name) == v1.ConditionTrue
+	}, "node %s Ready", name)
+	if cond := nodeCondition(t, c, name, v1.NodePIDPressure); cond == nil || cond.Status != v1.ConditionFalse {
+		t.Fatalf("PIDPressure before the fork: %+v", cond)
+	}
+	priorityClass(t, c, "e2e-high", 1000)
+	ns := c.Namespace(t, "evict-pids")
+	ctx := context.Background()
+	quiet := busyboxPod("quiet", name, "sleep 3600")
+	quiet.Spec.PriorityClassName = "e2e-high"
+	hog := busyboxPod("hog", name, "for i in $(seq 500); do sleep 3600 & done; wait")
+	for _, p := range []*v1.Pod{quiet, hog} {
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := time.Now()
+	p := waitPod(t, c, ns, "hog", 90*time.Second, "evicted for PIDs", evictedWith("The node was low on resource: pids. Threshold quantity: "))
+	t.Logf("hog evicted %v after the pods were created: %q", time.Since(started).Round(100*time.Millisecond), p.Status.Message)
+	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
+		cond := nodeCondition(t, c, name, v1.NodePIDPressure)
+		return cond != nil && cond.Status == v1.ConditionFalse
+	}, "PIDPressure False once the processes are gone")
+	if got := c.Pod(t, ns, "quiet"); got.Status.Phase != v1.PodRunning {
+		t.Errorf("quiet is %s (%s: %s)", got.Status.Phase, got.Status.Reason, got.Status.Message)
+	}
+}
+
+// pidFigures are the PID limit (the lower of pid_max and threads-max) and
+// the number of tasks (/proc/loadavg), as nodelet's pid.available reads
+// them.
+func pidFigures(t *testing.T) (max, procs int64) {
+	t.Helper()
+	read := func(path string) int64 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int64
+		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	max = min(read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/threads-max"))
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	_, total, _ := strings.Cut(f[3], "/")
+	if _, err := fmt.Sscan(total, &procs); err != nil {
+		t.Fatal(err)
+	}
+	return max, procs
+}
