@@ -72,6 +72,28 @@ func TestParseThresholds(t *testing.T) {
 	}
 }
 
+// With enforceNodeAllocatable "pods", each hard memory.available threshold
+// has an allocatableMemory.available twin, as upstream; soft ones do not.
+func TestParseThresholdsPodsAllocatable(t *testing.T) {
+	ths, err := ParseThresholds(Settings{
+		Hard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+		Soft: map[string]string{"memory.available": "1Gi"}, SoftGracePeriod: map[string]string{"memory.available": "1m"},
+		MinimumReclaim: map[string]string{"memory.available": "50Mi"}, PodsAllocatable: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var twins []Threshold
+	for _, th := range ths {
+		if th.Signal == AllocatableMemoryAvailable {
+			twins = append(twins, th)
+		}
+	}
+	if len(twins) != 1 || twins[0].Value.String() != "100Mi" || !twins[0].Hard() || twins[0].MinReclaim == nil || twins[0].MinReclaim.String() != "50Mi" {
+		t.Errorf("allocatable thresholds %+v", twins)
+	}
+}
+
 func TestMergeDefaults(t *testing.T) {
 	if got := MergeDefaults(nil, false); len(got) != len(DefaultHard) {
 		t.Errorf("unset: %v, want the defaults", got)

@@ -89,6 +89,10 @@ type Config struct {
 	// NodeReclaim free node-level resources, in order, before pods are
 	// evicted for disk pressure.
 	NodeReclaim []Reclaimer
+	// MemoryNotifier, when set, is armed at the memory usage where
+	// memory.available meets its threshold, and the signals are observed
+	// as soon as it fires (NewMemcgNotifier on cgroup v1).
+	MemoryNotifier MemoryNotifier
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -105,6 +109,9 @@ type Manager struct {
 	st state
 	// dedicatedImageFs: known once asked successfully.
 	dedicatedImageFs *bool
+	// memory is the node's memory at the last observation (to arm the
+	// MemoryNotifier).
+	memory *statsv1alpha1.MemoryStats
 }
 
 // New returns a Manager for cfg.
@@ -139,15 +146,65 @@ func (m *Manager) Run(ctx context.Context) {
 	logger.Info("Watching eviction signals", "thresholds", ts, "period", m.cfg.MonitoringPeriod)
 	tick := m.cfg.Clock.NewTicker(m.cfg.MonitoringPeriod)
 	defer tick.Stop()
+	var fired <-chan struct{}
+	if n := m.cfg.MemoryNotifier; n != nil {
+		fired = n.Fired()
+		defer n.Close()
+	}
+	// followUps: observations left, a second apart, after a crossing the
+	// observation did not yet find a threshold met (the usage level counts
+	// the page cache as it was at the last observation, and the kernel
+	// tells a crossing once).
+	followUps := 0
 	for {
 		if evicted := m.synchronize(ctx); len(evicted) > 0 {
 			m.waitForCleanup(ctx, evicted)
+		}
+		m.armMemoryNotifier(logger)
+		var followUp <-chan time.Time
+		if followUps > 0 && !slices.Contains(m.Conditions(), v1.NodeMemoryPressure) {
+			followUps--
+			followUp = m.cfg.Clock.After(memoryFollowUp)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C():
+			followUps = 0
+		case <-fired:
+			logger.V(2).Info("Memory usage crossed a threshold level: observing the signals now")
+			followUps = int(m.cfg.MonitoringPeriod / memoryFollowUp)
+		case <-followUp:
 		}
+	}
+}
+
+// memoryFollowUp is how soon the signals are observed again after a
+// memory threshold crossing that did not show as met yet.
+const memoryFollowUp = time.Second
+
+// armMemoryNotifier arms the notifier at the next memory threshold's level
+// above the usage last observed (the highest one once all are crossed, to
+// hear about the way back), as upstream refreshes its notifiers every
+// period: the page cache moves the level.
+func (m *Manager) armMemoryNotifier(logger klog.Logger) {
+	n := m.cfg.MemoryNotifier
+	if n == nil || m.memory == nil || m.memory.UsageBytes == nil {
+		return
+	}
+	levels := MemoryLevels(m.cfg.Thresholds, m.memory)
+	if len(levels) == 0 {
+		return
+	}
+	level := levels[len(levels)-1]
+	for _, l := range levels {
+		if l > int64(*m.memory.UsageBytes) {
+			level = l
+			break
+		}
+	}
+	if err := n.Arm(level); err != nil {
+		logger.Error(err, "Cannot arm the memory threshold notification")
 	}
 }
 
@@ -162,6 +219,7 @@ func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 		return nil
 	}
 	obs := Observe(sum)
+	m.memory = sum.Node.Memory
 	next, d := m.st.update(m.cfg.Thresholds, obs, m.cfg.Clock.Now(), m.cfg.PressureTransitionPeriod)
 	m.st = next
 	m.mu.Lock()

@@ -110,6 +110,10 @@ func (t Threshold) String() string { return string(t.Signal) + "<" + t.Value.Str
 // defaulting (evictionHard already holds upstream's defaults when unset).
 type Settings struct {
 	Hard, Soft, SoftGracePeriod, MinimumReclaim map[string]string
+	// PodsAllocatable: enforceNodeAllocatable has "pods"; each hard
+	// memory.available threshold then has an allocatableMemory.available
+	// twin, as upstream.
+	PodsAllocatable bool
 }
 
 // ParseThresholds turns the configuration's maps into thresholds, as
@@ -156,6 +160,13 @@ func ParseThresholds(s Settings) ([]Threshold, error) {
 		for i := range all {
 			if string(all[i].Signal) == sig {
 				all[i].MinReclaim = &v
+			}
+		}
+	}
+	if s.PodsAllocatable {
+		for _, t := range all {
+			if t.Signal == MemoryAvailable && t.Hard() {
+				all = append(all, Threshold{Signal: AllocatableMemoryAvailable, Value: t.Value, MinReclaim: t.MinReclaim})
 			}
 		}
 	}

@@ -397,7 +397,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	if n.imageGC, err = n.newImageGC(rs, is); err != nil {
 		return err
 	}
-	if n.eviction, err = n.newEviction(); err != nil {
+	if n.eviction, err = n.newEviction(ctx); err != nil {
 		return err
 	}
 	if n.client != nil {

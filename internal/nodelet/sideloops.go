@@ -99,6 +99,10 @@ func (n *Nodelet) runningCounts() (int, map[string]int) {
 // /metrics/resource scrapes log to ctx's logger.
 func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) (*stats.Provider, error) {
 	podsDir := filepath.Join(n.opts.RootDir, "pods")
+	podsCgroup := ""
+	if *n.opts.Config.CgroupsPerQOS {
+		podsCgroup = n.cgroups.PodsCgroup()
+	}
 	return stats.New(stats.Config{
 		NodeName:             n.opts.NodeName,
 		RootDir:              n.opts.RootDir,
@@ -109,6 +113,7 @@ func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, i
 		Machine:              n.machine,
 		Logger:               klog.FromContext(ctx),
 		VolumeStatsAggPeriod: n.opts.Config.VolumeStatsAggPeriod.Duration,
+		PodsCgroup:           podsCgroup,
 		Pods: func() []stats.PodInfo {
 			var out []stats.PodInfo
 			for _, p := range n.pods.Admitted("") {

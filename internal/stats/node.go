@@ -272,3 +272,54 @@ func readKeyValues(path string) (map[string]uint64, error) {
 	}
 	return out, nil
 }
+
+// podsMemory is the memory of the pods' cgroup (kubepods).
+type podsMemory struct {
+	usage, workingSet uint64
+	limit             uint64 // 0: none
+}
+
+// readPodsMemory reads the pods' cgroup, named as the cgroupfs driver
+// spells it ("/kubepods"), under the cgroup mount: on v1 in the memory
+// hierarchy (usage_in_bytes, the hierarchical total_inactive_file,
+// limit_in_bytes), on v2 memory.current, inactive_file and memory.max.
+func readPodsMemory(cg machine.Cgroups, name string) (podsMemory, error) {
+	var m podsMemory
+	if cg.Mount == "" || name == "" {
+		return m, errors.New("no pods cgroup")
+	}
+	rel := filepath.FromSlash(strings.TrimPrefix(name, "/"))
+	if cg.V2 {
+		dir := filepath.Join(cg.Mount, rel)
+		usage, err := readUint(filepath.Join(dir, "memory.current"))
+		if err != nil {
+			return m, err
+		}
+		stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			return m, err
+		}
+		m.usage, m.workingSet = usage, workingSet(usage, stat["inactive_file"])
+		if b, err := os.ReadFile(filepath.Join(dir, "memory.max")); err == nil {
+			if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				m.limit = v
+			}
+		}
+		return m, nil
+	}
+	dir := filepath.Join(cg.Mount, "memory", rel)
+	usage, err := readUint(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return m, err
+	}
+	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return m, err
+	}
+	m.usage, m.workingSet = usage, workingSet(usage, stat["total_inactive_file"])
+	// No limit reads as the largest page-aligned int64.
+	if v, err := readUint(filepath.Join(dir, "memory.limit_in_bytes")); err == nil && v < 1<<62 {
+		m.limit = v
+	}
+	return m, nil
+}

@@ -172,3 +172,46 @@ func TestReadRlimit(t *testing.T) {
 		t.Errorf("empty proc: rlimit = %+v", r)
 	}
 }
+
+func TestReadPodsMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		cgroup  string
+		want    podsMemory
+		wantErr bool
+	}{
+		{"v1 with a limit", map[string]string{
+			"memory/kubepods/memory.usage_in_bytes": "1000\n",
+			"memory/kubepods/memory.stat":           "inactive_file 1\ntotal_inactive_file 300\n",
+			"memory/kubepods/memory.limit_in_bytes": "5000\n",
+		}, "/kubepods", podsMemory{usage: 1000, workingSet: 700, limit: 5000}, false},
+		{"v1 without a limit (systemd's name)", map[string]string{
+			"memory/kubepods.slice/memory.usage_in_bytes": "1000\n",
+			"memory/kubepods.slice/memory.stat":           "total_inactive_file 0\n",
+			"memory/kubepods.slice/memory.limit_in_bytes": "9223372036854771712\n",
+		}, "/kubepods.slice", podsMemory{usage: 1000, workingSet: 1000}, false},
+		{"v2", map[string]string{
+			"cgroup.controllers":      "cpu memory\n",
+			"kubepods/memory.current": "5000\n",
+			"kubepods/memory.stat":    "inactive_file 1000\n",
+			"kubepods/memory.max":     "8000\n",
+		}, "/kubepods", podsMemory{usage: 5000, workingSet: 4000, limit: 8000}, false},
+		{"v2 max", map[string]string{
+			"cgroup.controllers":      "cpu memory\n",
+			"kubepods/memory.current": "5000\n",
+			"kubepods/memory.stat":    "inactive_file 1000\n",
+			"kubepods/memory.max":     "max\n",
+		}, "/kubepods", podsMemory{usage: 5000, workingSet: 4000}, false},
+		{"no cgroup", map[string]string{"memory/memory.usage_in_bytes": "1\n"}, "/kubepods", podsMemory{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeFiles(t, root, tc.files)
+			got, err := readPodsMemory(machine.ReadCgroups(root), tc.cgroup)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("got %+v, %v; want %+v (error %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

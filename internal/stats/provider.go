@@ -52,6 +52,10 @@ type Config struct {
 	// memory, swap), net/dev, loadavg and sys/kernel (pid_max,
 	// threads-max).
 	ProcRoot string
+	// PodsCgroup is the pods' cgroup as the driver names it ("/kubepods"):
+	// the summary's "pods" system container (allocatableMemory.available).
+	// Empty: none.
+	PodsCgroup string
 	// VolumeStatsAggPeriod is how long a volume's measured usage is reused
 	// (volumeStatsAggPeriod; 1 minute when 0).
 	VolumeStatsAggPeriod time.Duration
@@ -296,6 +300,23 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 		}
 		if total := p.cfg.Machine.MemoryCapacity; total > 0 {
 			n.Memory.AvailableBytes = ptr(sub0(uint64(total), s.node.workingSet))
+		}
+	}
+	if p.cfg.PodsCgroup != "" {
+		if pm, err := readPodsMemory(p.cfg.Machine.Cgroups, p.cfg.PodsCgroup); err != nil {
+			b.logger.V(4).Info("Cannot read the pods' cgroup", "cgroup", p.cfg.PodsCgroup, "err", err)
+		} else {
+			limit := pm.limit
+			if limit == 0 || (p.cfg.Machine.MemoryCapacity > 0 && limit > uint64(p.cfg.Machine.MemoryCapacity)) {
+				limit = uint64(p.cfg.Machine.MemoryCapacity)
+			}
+			n.SystemContainers = append(n.SystemContainers, statsv1alpha1.ContainerStats{
+				Name: statsv1alpha1.SystemContainerPods,
+				Memory: &statsv1alpha1.MemoryStats{
+					Time: metav1.NewTime(s.at), UsageBytes: ptr(pm.usage), WorkingSetBytes: ptr(pm.workingSet),
+					AvailableBytes: ptr(sub0(limit, pm.workingSet)),
+				},
+			})
 		}
 	}
 	if total, ok := s.meminfo["SwapTotal"]; ok {

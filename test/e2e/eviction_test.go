@@ -333,3 +333,105 @@ func pidFigures(t *testing.T) (max, procs int64) {
 	}
 	return max, procs
 }
+
+// nodeMemoryAvailable is nodelet's memory.available now: MemTotal minus
+// the root memory cgroup's working set (usage - inactive_file), cgroup v1.
+func nodeMemoryAvailable(t *testing.T) int64 {
+	t.Helper()
+	read := func(path, key string) int64 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if key == "" && len(f) == 1 || len(f) >= 2 && strings.TrimSuffix(f[0], ":") == key {
+				var v int64
+				fmt.Sscan(f[len(f)-1], &v)
+				if len(f) == 3 && f[2] == "kB" {
+					v = 0
+					fmt.Sscan(f[1], &v)
+					v *= 1024
+				}
+				return v
+			}
+		}
+		t.Fatalf("no %q in %s", key, path)
+		return 0
+	}
+	total := read("/proc/meminfo", "MemTotal")
+	usage := read("/sys/fs/cgroup/memory/memory.usage_in_bytes", "")
+	inactive := read("/sys/fs/cgroup/memory/memory.stat", "total_inactive_file")
+	return total - (usage - inactive)
+}
+
+// TestEvictionMemory mirrors upstream's PriorityMemoryEvictionOrdering, and
+// shows the kernel's threshold notification at work: memory.available's
+// hard threshold 300 MiB below what is available when the test starts; a
+// pod holding 500 MiB over its 1 MiB request (its container limited to
+// 800 MiB, so the machine is never at risk) is evicted ("The node was low on resource:
+// memory." with its container's usage), a Burstable pod of a higher
+// priority stays, MemoryPressure clears. The crossing is observed when the
+// kernel signals it, not at the next 10 s period.
+func TestEvictionMemory(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory/cgroup.event_control"); err != nil {
+		t.Skip("no cgroup v1 memory hierarchy")
+	}
+	name := "e2e-evict-memory"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	threshold := nodeMemoryAvailable(t) - 300<<20
+	n.AppendConfig(fmt.Sprintf("evictionHard:\n  memory.available: \"%d\"\nevictionPressureTransitionPeriod: 5s\n", threshold))
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		return c.NodeReady(t, name) == v1.ConditionTrue
+	}, "node %s Ready", name)
+	if cond := nodeCondition(t, c, name, v1.NodeMemoryPressure); cond == nil || cond.Status != v1.ConditionFalse {
+		t.Fatalf("MemoryPressure before the hog: %+v", cond)
+	}
+	priorityClass(t, c, "e2e-high", 1000)
+	ns := c.Namespace(t, "evict-memory")
+	ctx := context.Background()
+	quiet := busyboxPod("quiet", name, "sleep 3600")
+	quiet.Spec.PriorityClassName = "e2e-high"
+	quiet.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi")}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, quiet, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, ns, "quiet", 60*time.Second, "running", podReady)
+	// 500 MiB written to a memory-backed emptyDir: tmpfs pages, charged to
+	// the container's memory cgroup and counted in its working set until
+	// the volume goes.
+	hog := busyboxPod("hog", name, "dd if=/dev/zero of=/mem/fill bs=1M count=500; sleep 3600")
+	hog.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{
+		Medium: v1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("600Mi"))}}}}
+	hog.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
+	hog.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("800Mi")}
+	// A request far below its usage: the hog ranks first (over its request,
+	// lowest priority), as in upstream's test.
+	hog.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Mi")}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running := waitPod(t, c, ns, "hog", 60*time.Second, "running or evicted", func(p *v1.Pod) bool {
+		return podReady(p) || p.Status.Phase == v1.PodFailed
+	})
+	started := time.Now()
+	if running.Status.Phase != v1.PodFailed {
+		running = waitPod(t, c, ns, "hog", 60*time.Second, "evicted for memory", evictedWith("The node was low on resource: memory. Threshold quantity: "))
+	}
+	t.Logf("hog evicted %v after it was seen running: %q", time.Since(started).Round(100*time.Millisecond), running.Status.Message)
+	if !evictedWith("The node was low on resource: memory. ")(running) || !strings.Contains(running.Status.Message, "Container c was using ") {
+		t.Errorf("hog: %s %s %q", running.Status.Phase, running.Status.Reason, running.Status.Message)
+	}
+	if !strings.Contains(n.Log(), "Memory usage crossed a threshold level") {
+		t.Errorf("the kernel's threshold notification never woke the eviction manager")
+	}
+	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
+		cond := nodeCondition(t, c, name, v1.NodeMemoryPressure)
+		return cond != nil && cond.Status == v1.ConditionFalse
+	}, "MemoryPressure False once the hog is gone")
+	if got := c.Pod(t, ns, "quiet"); got.Status.Phase != v1.PodRunning {
+		t.Errorf("quiet is %s (%s: %s)", got.Status.Phase, got.Status.Reason, got.Status.Message)
+	}
+}
