@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/test/e2e/framework"
@@ -434,4 +435,66 @@ func TestEvictionMemory(t *testing.T) {
 	if got := c.Pod(t, ns, "quiet"); got.Status.Phase != v1.PodRunning {
 		t.Errorf("quiet is %s (%s: %s)", got.Status.Phase, got.Status.Reason, got.Status.Message)
 	}
+}
+
+// TestEvictionSoftDisk mirrors upstream's LocalStorageSoftEviction: a soft
+// nodefs.available threshold with a 5 s grace period and
+// evictionMaxPodGracePeriod 2: DiskPressure turns True at once, the filler
+// is evicted only once the grace period has passed, and stopped within its
+// capped grace period (2 s, not its own 30 s: it ignores SIGTERM).
+func TestEvictionSoftDisk(t *testing.T) {
+	name := "e2e-evict-soft"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	tmpfsRoot(t, n, "size=64m")
+	n.AppendConfig("evictionHard: {}\nevictionSoft:\n  nodefs.available: \"50%\"\nevictionSoftGracePeriod:\n  nodefs.available: 5s\n" +
+		"evictionMaxPodGracePeriod: 2\nevictionPressureTransitionPeriod: 5s\nvolumeStatsAggPeriod: 2s\n")
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		return c.NodeReady(t, name) == v1.ConditionTrue
+	}, "node %s Ready", name)
+	ns := c.Namespace(t, "evict-soft")
+	ctx := context.Background()
+	hog := withEmptyDir(busyboxPod("hog", name, "trap '' TERM; dd if=/dev/zero of=/data/f bs=1M count=40; sleep 3600"), "")
+	hog.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pressure time.Time
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		cond := nodeCondition(t, c, name, v1.NodeDiskPressure)
+		if cond != nil && cond.Status == v1.ConditionTrue {
+			pressure = time.Now()
+			return true
+		}
+		return podEvicted(c.Pod(t, ns, "hog"))
+	}, "DiskPressure True")
+	p := waitPod(t, c, ns, "hog", 60*time.Second, "evicted once the soft grace period passed",
+		evictedWith("The node was low on resource: ephemeral-storage. Threshold quantity: "))
+	evicted := time.Now()
+	if pressure.IsZero() {
+		t.Fatalf("evicted before DiskPressure was seen True")
+	}
+	t.Logf("evicted %v after DiskPressure was seen True (soft grace period 5 s)", evicted.Sub(pressure).Round(100*time.Millisecond))
+	if d := evicted.Sub(pressure); d < 4*time.Second {
+		t.Errorf("evicted %v after DiskPressure turned True, within the 5 s soft grace period", d)
+	}
+	// Stopped within the capped grace period: the container's end comes
+	// about 2 s after the eviction, not 30.
+	framework.Eventually(t, 20*time.Second, 200*time.Millisecond, func() bool {
+		for _, ctr := range c.Containers(t, p.Name, "c") {
+			if ctr.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				return false
+			}
+		}
+		return true
+	}, "the hog's container stopped")
+	t.Logf("the hog (ignoring SIGTERM, grace 30 s) stopped %v after its eviction", time.Since(evicted).Round(100*time.Millisecond))
+	if d := time.Since(evicted); d > 10*time.Second {
+		t.Errorf("the hog took %v to stop after its eviction (grace capped at 2 s)", d)
+	}
+}
+
+func podEvicted(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted"
 }
