@@ -60,6 +60,42 @@ func withEmptyDir(p *v1.Pod, sizeLimit string) *v1.Pod {
 	return p
 }
 
+// startNode starts the nodelet and waits for its Node to be Ready.
+func startNode(t *testing.T, c *framework.Cluster, n *framework.Nodelet) {
+	t.Helper()
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		return c.NodeReady(t, n.NodeName) == v1.ConditionTrue
+	}, "node %s Ready", n.NodeName)
+}
+
+// createPods creates the pods in ns.
+func createPods(t *testing.T, c *framework.Cluster, ns string, pods ...*v1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		if _, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitCondition waits for the node's condition typ to have status st.
+func waitCondition(t *testing.T, c *framework.Cluster, node string, typ v1.NodeConditionType, st v1.ConditionStatus, what string) {
+	t.Helper()
+	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
+		cond := nodeCondition(t, c, node, typ)
+		return cond != nil && cond.Status == st
+	}, "%s %s: %s", typ, st, what)
+}
+
+// wantRunning fails the test unless pod name in ns runs.
+func wantRunning(t *testing.T, c *framework.Cluster, ns, name string) {
+	t.Helper()
+	if got := c.Pod(t, ns, name); got.Status.Phase != v1.PodRunning {
+		t.Errorf("%s is %s (%s: %s)", name, got.Status.Phase, got.Status.Reason, got.Status.Message)
+	}
+}
+
 // TestEvictionDiskPressure mirrors upstream's LocalStorageEviction and
 // PriorityLocalStorageEvictionOrdering: nodelet's root directory is a
 // 64 MiB tmpfs (so the images are on a filesystem of their own) and
@@ -75,19 +111,9 @@ func TestEvictionDiskPressure(t *testing.T) {
 	name := "e2e-evict-disk"
 	c := framework.RequireCluster(t)
 	n := framework.NewClusterNodelet(t, c, name)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", n.RootDir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		n.Stop()
-		framework.UnmountUnder(n.RootDir, t.Logf)
-		_ = exec.Command("umount", "-l", n.RootDir).Run()
-	})
+	tmpfsRoot(t, n, "size=64m")
 	n.AppendConfig("evictionHard:\n  nodefs.available: \"50%\"\nevictionPressureTransitionPeriod: 5s\nvolumeStatsAggPeriod: 2s\n")
-	n.Start()
-	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(t, name) == v1.ConditionTrue
-	}, "node %s Ready", name)
+	startNode(t, c, n)
 	priorityClass(t, c, "e2e-high", 1000)
 	ns := c.Namespace(t, "evict-disk")
 	ctx := context.Background()
@@ -96,11 +122,7 @@ func TestEvictionDiskPressure(t *testing.T) {
 	high := withEmptyDir(busyboxPod("high", name, "dd if=/dev/zero of=/data/f bs=1M count=10 && sleep 3600"), "")
 	high.Spec.PriorityClassName = "e2e-high"
 	low := withEmptyDir(busyboxPod("low", name, "dd if=/dev/zero of=/data/f bs=1M count=25 && sleep 3600"), "")
-	for _, p := range []*v1.Pod{quiet, high, low} {
-		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createPods(t, c, ns, quiet, high, low)
 	started := time.Now()
 	evicted := waitPod(t, c, ns, "low", 90*time.Second, "evicted for disk pressure",
 		evictedWith("The node was low on resource: ephemeral-storage. Threshold quantity: "))
@@ -124,10 +146,7 @@ func TestEvictionDiskPressure(t *testing.T) {
 	if cond := nodeCondition(t, c, name, v1.NodeDiskPressure); cond == nil || cond.Status != v1.ConditionTrue {
 		t.Errorf("DiskPressure at the eviction: %+v", cond)
 	}
-	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
-		cond := nodeCondition(t, c, name, v1.NodeDiskPressure)
-		return cond != nil && cond.Status == v1.ConditionFalse
-	}, "DiskPressure False once the evicted pod's emptyDir is gone")
+	waitCondition(t, c, name, v1.NodeDiskPressure, v1.ConditionFalse, "DiskPressure False once the evicted pod's emptyDir is gone")
 	for _, p := range []string{"quiet", "high"} {
 		if got := c.Pod(t, ns, p); got.Status.Phase != v1.PodRunning {
 			t.Errorf("%s is %s (%s: %s)", p, got.Status.Phase, got.Status.Reason, got.Status.Message)
@@ -155,10 +174,7 @@ func TestEvictionLocalStorageLimits(t *testing.T) {
 	c := framework.RequireCluster(t)
 	n := framework.NewClusterNodelet(t, c, name)
 	n.AppendConfig("volumeStatsAggPeriod: 2s\n")
-	n.Start()
-	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(t, name) == v1.ConditionTrue
-	}, "node %s Ready", name)
+	startNode(t, c, n)
 	ns := c.Namespace(t, "evict-local")
 	ctx := context.Background()
 	limit := func(p *v1.Pod, q string) *v1.Pod {
@@ -239,29 +255,16 @@ func TestEvictionInodes(t *testing.T) {
 	n := framework.NewClusterNodelet(t, c, name)
 	tmpfsRoot(t, n, "size=64m,nr_inodes=4000")
 	n.AppendConfig("evictionHard:\n  nodefs.inodesFree: \"50%\"\nevictionPressureTransitionPeriod: 5s\nvolumeStatsAggPeriod: 2s\n")
-	n.Start()
-	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(t, name) == v1.ConditionTrue
-	}, "node %s Ready", name)
+	startNode(t, c, n)
 	ns := c.Namespace(t, "evict-inodes")
-	ctx := context.Background()
 	quiet := busyboxPod("quiet", name, "sleep 3600")
 	hog := withEmptyDir(busyboxPod("hog", name, "cd /data && for i in $(seq 2500); do : > f$i; done; sleep 3600"), "")
-	for _, p := range []*v1.Pod{quiet, hog} {
-		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createPods(t, c, ns, quiet, hog)
 	started := time.Now()
 	p := waitPod(t, c, ns, "hog", 90*time.Second, "evicted for inodes", evictedWith("The node was low on resource: inodes. Threshold quantity: 2000, available: "))
 	t.Logf("hog evicted %v after the pods were created: %q", time.Since(started).Round(100*time.Millisecond), p.Status.Message)
-	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
-		cond := nodeCondition(t, c, name, v1.NodeDiskPressure)
-		return cond != nil && cond.Status == v1.ConditionFalse
-	}, "DiskPressure False once the files are gone")
-	if got := c.Pod(t, ns, "quiet"); got.Status.Phase != v1.PodRunning {
-		t.Errorf("quiet is %s (%s: %s)", got.Status.Phase, got.Status.Reason, got.Status.Message)
-	}
+	waitCondition(t, c, name, v1.NodeDiskPressure, v1.ConditionFalse, "DiskPressure False once the files are gone")
+	wantRunning(t, c, ns, "quiet")
 }
 
 // TestEvictionPIDs mirrors upstream's PriorityPidEvictionOrdering:
@@ -276,34 +279,21 @@ func TestEvictionPIDs(t *testing.T) {
 	max, procs := pidFigures(t)
 	threshold := max - procs - 250
 	n.AppendConfig(fmt.Sprintf("evictionHard:\n  pid.available: \"%d\"\nevictionPressureTransitionPeriod: 5s\n", threshold))
-	n.Start()
-	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(t, name) == v1.ConditionTrue
-	}, "node %s Ready", name)
+	startNode(t, c, n)
 	if cond := nodeCondition(t, c, name, v1.NodePIDPressure); cond == nil || cond.Status != v1.ConditionFalse {
 		t.Fatalf("PIDPressure before the fork: %+v", cond)
 	}
 	priorityClass(t, c, "e2e-high", 1000)
 	ns := c.Namespace(t, "evict-pids")
-	ctx := context.Background()
 	quiet := busyboxPod("quiet", name, "sleep 3600")
 	quiet.Spec.PriorityClassName = "e2e-high"
 	hog := busyboxPod("hog", name, "for i in $(seq 500); do sleep 3600 & done; wait")
-	for _, p := range []*v1.Pod{quiet, hog} {
-		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createPods(t, c, ns, quiet, hog)
 	started := time.Now()
 	p := waitPod(t, c, ns, "hog", 90*time.Second, "evicted for PIDs", evictedWith("The node was low on resource: pids. Threshold quantity: "))
 	t.Logf("hog evicted %v after the pods were created: %q", time.Since(started).Round(100*time.Millisecond), p.Status.Message)
-	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
-		cond := nodeCondition(t, c, name, v1.NodePIDPressure)
-		return cond != nil && cond.Status == v1.ConditionFalse
-	}, "PIDPressure False once the processes are gone")
-	if got := c.Pod(t, ns, "quiet"); got.Status.Phase != v1.PodRunning {
-		t.Errorf("quiet is %s (%s: %s)", got.Status.Phase, got.Status.Reason, got.Status.Message)
-	}
+	waitCondition(t, c, name, v1.NodePIDPressure, v1.ConditionFalse, "PIDPressure False once the processes are gone")
+	wantRunning(t, c, ns, "quiet")
 }
 
 // pidFigures are the PID limit (the lower of pid_max and threads-max) and
@@ -383,10 +373,7 @@ func TestEvictionMemory(t *testing.T) {
 	n := framework.NewClusterNodelet(t, c, name)
 	threshold := nodeMemoryAvailable(t) - 300<<20
 	n.AppendConfig(fmt.Sprintf("evictionHard:\n  memory.available: \"%d\"\nevictionPressureTransitionPeriod: 5s\n", threshold))
-	n.Start()
-	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(t, name) == v1.ConditionTrue
-	}, "node %s Ready", name)
+	startNode(t, c, n)
 	if cond := nodeCondition(t, c, name, v1.NodeMemoryPressure); cond == nil || cond.Status != v1.ConditionFalse {
 		t.Fatalf("MemoryPressure before the hog: %+v", cond)
 	}
@@ -428,13 +415,8 @@ func TestEvictionMemory(t *testing.T) {
 	if !strings.Contains(n.Log(), "Memory usage crossed a threshold level") {
 		t.Errorf("the kernel's threshold notification never woke the eviction manager")
 	}
-	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
-		cond := nodeCondition(t, c, name, v1.NodeMemoryPressure)
-		return cond != nil && cond.Status == v1.ConditionFalse
-	}, "MemoryPressure False once the hog is gone")
-	if got := c.Pod(t, ns, "quiet"); got.Status.Phase != v1.PodRunning {
-		t.Errorf("quiet is %s (%s: %s)", got.Status.Phase, got.Status.Reason, got.Status.Message)
-	}
+	waitCondition(t, c, name, v1.NodeMemoryPressure, v1.ConditionFalse, "MemoryPressure False once the hog is gone")
+	wantRunning(t, c, ns, "quiet")
 }
 
 // TestEvictionSoftDisk mirrors upstream's LocalStorageSoftEviction: a soft
@@ -449,10 +431,7 @@ func TestEvictionSoftDisk(t *testing.T) {
 	tmpfsRoot(t, n, "size=64m")
 	n.AppendConfig("evictionHard: {}\nevictionSoft:\n  nodefs.available: \"50%\"\nevictionSoftGracePeriod:\n  nodefs.available: 5s\n" +
 		"evictionMaxPodGracePeriod: 2\nevictionPressureTransitionPeriod: 5s\nvolumeStatsAggPeriod: 2s\n")
-	n.Start()
-	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(t, name) == v1.ConditionTrue
-	}, "node %s Ready", name)
+	startNode(t, c, n)
 	ns := c.Namespace(t, "evict-soft")
 	ctx := context.Background()
 	hog := withEmptyDir(busyboxPod("hog", name, "trap '' TERM; dd if=/dev/zero of=/data/f bs=1M count=40; sleep 3600"), "")

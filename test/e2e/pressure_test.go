@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,14 +75,7 @@ func TestPressureDiskConditionAndAdmission(t *testing.T) {
 	name := "e2e-pressure-disk"
 	c := framework.RequireCluster(t)
 	n := framework.NewClusterNodelet(t, c, name)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", n.RootDir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		n.Stop()
-		framework.UnmountUnder(n.RootDir, t.Logf)
-		_ = exec.Command("umount", "-l", n.RootDir).Run()
-	})
+	tmpfsRoot(t, n, "size=64m")
 	n.AppendConfig("evictionHard:\n  nodefs.available: \"50%\"\nevictionPressureTransitionPeriod: 5s\n")
 	n.Start()
 	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {

@@ -227,4 +227,23 @@ func (c *Cluster) StartAPIServer(t testing.TB) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("hack/cluster/up.sh: %v", err)
 	}
+	c.waitControllers(t)
+}
+
+// waitControllers waits until the controller manager acts on the API
+// server again (a new namespace gets its default service account): after
+// an API server restart its informers take a while to come back, and the
+// next test's pods need that account.
+func (c *Cluster) waitControllers(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "controllers-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}) }()
+	Eventually(t, 2*time.Minute, 200*time.Millisecond, func() bool {
+		_, err := c.Client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	}, "the controller manager back after the API server's restart (default service account in %s)", ns.Name)
 }
