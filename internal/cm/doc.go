@@ -7,6 +7,11 @@
 //     kubepods/burstable and kubepods/besteffort, created at Start in every
 //     cgroup v1 hierarchy (cpuset cpus and mems copied from the parent) or
 //     in the cgroup v2 tree with the controllers enabled in subtree_control;
+//   - the reservations enforced on existing cgroups, as enforceNodeAllocatable
+//     asks: "system-reserved" and "kube-reserved" write systemReserved and
+//     kubeReserved (cpu shares, memory, pids, hugetlb) into
+//     systemReservedCgroup and kubeReservedCgroup, the "-compressible"
+//     twins cpu shares only;
 //   - one cgroup per pod, pod<uid>, under its QoS cgroup (Guaranteed pods
 //     directly under kubepods), with the pod-level cpu shares, CFS quota,
 //     memory limit, pids and hugetlb limits of ResourceConfigForPod (pod

@@ -65,6 +65,16 @@ type Config struct {
 	KubeReserved           map[string]string
 	SystemReserved         map[string]string
 	EnforceNodeAllocatable []string
+	// KubeReservedCgroup and SystemReservedCgroup are the existing cgroups
+	// "kube-reserved" and "system-reserved" (or their "-compressible"
+	// twins, cpu only) in EnforceNodeAllocatable limit to the reservations,
+	// as the driver spells them.
+	KubeReservedCgroup   string
+	SystemReservedCgroup string
+	// Event, when set, is told of node allocatable enforcement (a Normal
+	// NodeAllocatableEnforced or a Warning FailedNodeAllocatableEnforcement
+	// with upstream's messages), for the node's events.
+	Event func(eventType, reason, message string)
 	// DisableCPUCFSQuota is cpuCFSQuota: false.
 	DisableCPUCFSQuota bool
 	// CPUCFSQuotaPeriod is cpuCFSQuotaPeriod (100 ms when 0).
@@ -154,8 +164,10 @@ func (m *Manager) ResourceOptions() ResourceOptions {
 // Start checks the controllers pods need and creates kubepods (limited to
 // the node's allocatable), kubepods/burstable and kubepods/besteffort (no
 // hugetlb limit, 2 shares for besteffort), as upstream's container manager
-// does; an error means pods cannot get their cgroups. Without CgroupsPerQOS
-// it does nothing.
+// does; an error means pods cannot get their cgroups. It then writes the
+// reservations into kubeReservedCgroup and systemReservedCgroup as
+// enforceNodeAllocatable asks (those must exist: an error otherwise, fatal
+// upstream too). Without CgroupsPerQOS it does nothing.
 func (m *Manager) Start(ctx context.Context) error {
 	if !m.cfg.CgroupsPerQOS {
 		return nil
@@ -182,6 +194,18 @@ func (m *Manager) Start(ctx context.Context) error {
 		// Upstream keeps retrying this in the background with an event;
 		// pods can run meanwhile.
 		klog.FromContext(ctx).Error(err, "Failed to enforce node allocatable limits on the pods' cgroup", "cgroup", m.Name(m.root))
+		m.event(v1.EventTypeWarning, ReasonFailedNodeAllocatableEnforcement, fmt.Sprintf("Failed to update Node Allocatable Limits %q: %v", m.Name(m.root), err))
+	} else {
+		m.event(v1.EventTypeNormal, ReasonNodeAllocatableEnforced, "Updated Node Allocatable limit across pods")
+	}
+	for _, r := range m.reservations() {
+		if err := m.enforceReserved(r); err != nil {
+			msg := fmt.Sprintf("Failed to enforce %s Cgroup Limits on %q: %v", r.what, r.cgroup, err)
+			m.event(v1.EventTypeWarning, ReasonFailedNodeAllocatableEnforcement, msg)
+			return errors.New(msg)
+		}
+		klog.FromContext(ctx).Info("Enforced a reservation on its cgroup", "enforcement", r.key, "cgroup", r.cgroup, "reserved", r.reserved)
+		m.event(v1.EventTypeNormal, ReasonNodeAllocatableEnforced, fmt.Sprintf("Updated limits on %s cgroup %v", strings.ToLower(strings.TrimSuffix(r.what, " Compressible")), r.cgroup))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -198,6 +222,12 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.burstableShares = 0
 	return m.updateBurstableLocked()
+}
+
+func (m *Manager) event(eventType, reason, message string) {
+	if m.cfg.Event != nil {
+		m.cfg.Event(eventType, reason, message)
+	}
 }
 
 // validate checks that the controllers pods are limited with are there.

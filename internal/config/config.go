@@ -179,6 +179,11 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "Cluster domain for pod DNS search paths.")
 	fs.StringSliceVar(&c.ClusterDNS, "cluster-dns", c.ClusterDNS, "Comma-separated DNS server IPs for pods with dnsPolicy ClusterFirst.")
 	fs.Var(&durationFlag{&c.NodeStatusUpdateFrequency.Duration}, "node-status-update-frequency", "How often the node status is computed.")
+	fs.Var(cliflag.NewMapStringString(&c.SystemReserved), "system-reserved", "Resources reserved for non-Kubernetes components, e.g. cpu=200m,memory=500Mi,ephemeral-storage=1Gi,pid=1000.")
+	fs.Var(cliflag.NewMapStringString(&c.KubeReserved), "kube-reserved", "Resources reserved for Kubernetes components, e.g. cpu=200m,memory=500Mi,ephemeral-storage=1Gi,pid=1000.")
+	fs.StringSliceVar(&c.EnforceNodeAllocatable, "enforce-node-allocatable", c.EnforceNodeAllocatable, "Levels of node allocatable enforcement: none, pods, system-reserved, system-reserved-compressible, kube-reserved, kube-reserved-compressible (the latter four need --system-reserved-cgroup or --kube-reserved-cgroup).")
+	fs.StringVar(&c.SystemReservedCgroup, "system-reserved-cgroup", c.SystemReservedCgroup, "Existing top-level cgroup of the non-Kubernetes components, limited to --system-reserved when enforced, e.g. /system-reserved.")
+	fs.StringVar(&c.KubeReservedCgroup, "kube-reserved-cgroup", c.KubeReservedCgroup, "Existing top-level cgroup of the Kubernetes components, limited to --kube-reserved when enforced, e.g. /kube-reserved.")
 	fs.Var(cliflag.NewLangleSeparatedMapStringString(&c.EvictionHard), "eviction-hard", "Hard eviction thresholds, e.g. memory.available<1Gi,nodefs.available<10% (replaces the defaults).")
 	fs.Var(cliflag.NewLangleSeparatedMapStringString(&c.EvictionSoft), "eviction-soft", "Soft eviction thresholds, e.g. memory.available<1.5Gi; each needs --eviction-soft-grace-period.")
 	fs.Var(cliflag.NewMapStringString(&c.EvictionSoftGracePeriod), "eviction-soft-grace-period", "Grace periods of the soft thresholds, e.g. memory.available=1m30s.")
@@ -488,6 +493,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	if c.FileCheckFrequency.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("fileCheckFrequency must be positive, got %v", c.FileCheckFrequency.Duration))
 	}
+	errs = append(errs, validateEnforceNodeAllocatable(c)...)
 	if c.MaxPods < 0 {
 		errs = append(errs, fmt.Errorf("maxPods must not be negative, got %d", c.MaxPods))
 	}
@@ -539,4 +545,58 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 		errs = append(errs, fmt.Errorf("cgroupDriver must be cgroupfs or systemd, got %q", c.CgroupDriver))
 	}
 	return errors.Join(errs...)
+}
+
+// validateEnforceNodeAllocatable checks enforceNodeAllocatable as upstream
+// does, with its messages.
+func validateEnforceNodeAllocatable(c *kubeletv1beta1.KubeletConfiguration) []error {
+	const (
+		pods, none                 = "pods", "none"
+		system, systemCompressible = "system-reserved", "system-reserved-compressible"
+		kube, kubeCompressible     = "kube-reserved", "kube-reserved-compressible"
+		key                        = "enforceNodeAllocatable (--enforce-node-allocatable)"
+	)
+	var errs []error
+	has := map[string]bool{}
+	for _, v := range c.EnforceNodeAllocatable {
+		has[v] = true
+	}
+	if has[systemCompressible] && has[system] {
+		errs = append(errs, fmt.Errorf("invalid configuration: both %q and %q cannot be specified together in %s", system, systemCompressible, key))
+	}
+	if has[kubeCompressible] && has[kube] {
+		errs = append(errs, fmt.Errorf("invalid configuration: both %q and %q cannot be specified together in %s", kube, kubeCompressible, key))
+	}
+	seen := map[string]bool{}
+	for _, v := range c.EnforceNodeAllocatable {
+		if seen[v] {
+			errs = append(errs, fmt.Errorf("invalid configuration: duplicated enforcements %q in %s", v, key))
+			continue
+		}
+		seen[v] = true
+		switch v {
+		case pods:
+		case system, systemCompressible:
+			if c.SystemReservedCgroup == "" {
+				errs = append(errs, fmt.Errorf("invalid configuration: systemReservedCgroup (--system-reserved-cgroup) must be specified when %q or %q included in %s", system, systemCompressible, key))
+			}
+		case kube, kubeCompressible:
+			if c.KubeReservedCgroup == "" {
+				errs = append(errs, fmt.Errorf("invalid configuration: kubeReservedCgroup (--kube-reserved-cgroup) must be specified when %q or %q included in %s", kube, kubeCompressible, key))
+			}
+		case none:
+			if len(c.EnforceNodeAllocatable) > 1 {
+				errs = append(errs, fmt.Errorf("invalid configuration: %s may not contain additional enforcements when %q is specified", key, none))
+			}
+			continue
+		default:
+			errs = append(errs, fmt.Errorf("invalid configuration: option %q specified for %s. Valid options are %q, %q, %q, %q, %q or %q",
+				v, key, pods, system, systemCompressible, kube, kubeCompressible, none))
+			continue
+		}
+		if c.CgroupsPerQOS != nil && !*c.CgroupsPerQOS {
+			errs = append(errs, fmt.Errorf("invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true when %q contained in %s", v, key))
+		}
+	}
+	return errs
 }

@@ -247,3 +247,33 @@ func TestGarbageCollectionSettings(t *testing.T) {
 		t.Errorf("imageMaximumGCAge below the minimum: %v", err)
 	}
 }
+
+func TestNodeAllocatableSettings(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--kube-reserved", "cpu=100m,memory=100Mi",
+		"--system-reserved", "memory=1Gi,pid=100", "--enforce-node-allocatable", "pods,kube-reserved,system-reserved-compressible",
+		"--kube-reserved-cgroup", "/kube", "--system-reserved-cgroup", "/system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if c.KubeReserved["memory"] != "100Mi" || c.SystemReserved["pid"] != "100" || strings.Join(c.EnforceNodeAllocatable, ",") != "pods,kube-reserved,system-reserved-compressible" ||
+		c.KubeReservedCgroup != "/kube" || c.SystemReservedCgroup != "/system" {
+		t.Errorf("flags: %v %v %v %q %q", c.KubeReserved, c.SystemReserved, c.EnforceNodeAllocatable, c.KubeReservedCgroup, c.SystemReservedCgroup)
+	}
+	for args, want := range map[string]string{
+		"--enforce-node-allocatable=pods,kube-reserved":                                                 "kubeReservedCgroup (--kube-reserved-cgroup) must be specified when",
+		"--enforce-node-allocatable=system-reserved-compressible":                                       "systemReservedCgroup (--system-reserved-cgroup) must be specified when",
+		"--enforce-node-allocatable=none,pods":                                                          `may not contain additional enforcements when "none" is specified`,
+		"--enforce-node-allocatable=pods,pods":                                                          `duplicated enforcements "pods"`,
+		"--enforce-node-allocatable=cpus":                                                               `option "cpus" specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are`,
+		"--enforce-node-allocatable=pods --cgroups-per-qos=false":                                       "cgroupsPerQOS (--cgroups-per-qos) must be set to true when \"pods\"",
+		"--enforce-node-allocatable=kube-reserved,kube-reserved-compressible --kube-reserved-cgroup=/k": `both "kube-reserved" and "kube-reserved-compressible" cannot be specified together`,
+	} {
+		if _, err := Parse(context.Background(), append([]string{"--hostname-override", "n"}, strings.Fields(args)...)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+	if _, err := Parse(context.Background(), []string{"--hostname-override", "n", "--enforce-node-allocatable=none", "--cgroups-per-qos=false"}); err != nil {
+		t.Errorf("none without QoS cgroups: %v", err)
+	}
+}

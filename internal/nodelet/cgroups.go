@@ -25,6 +25,11 @@ func (n *Nodelet) startCgroups(ctx context.Context) error {
 		KubeReserved:           cfg.KubeReserved,
 		SystemReserved:         cfg.SystemReserved,
 		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable,
+		KubeReservedCgroup:     cfg.KubeReservedCgroup,
+		SystemReservedCgroup:   cfg.SystemReservedCgroup,
+		Event: func(eventType, reason, message string) {
+			n.recorder.Event(n.nodeRef(), eventType, reason, message)
+		},
 		DisableCPUCFSQuota:     cfg.CPUCFSQuota != nil && !*cfg.CPUCFSQuota,
 	}
 	if cfg.CPUCFSQuotaPeriod != nil {

@@ -339,3 +339,19 @@ func freePort(t testing.TB) int {
 
 // Itoa is strconv.Itoa, for building manifests.
 func Itoa(i int) string { return strconv.Itoa(i) }
+
+// Exited tells whether the last process started has exited by itself.
+func (n *Nodelet) Exited() bool {
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	if exited == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return true
+	default:
+		return false
+	}
+}
