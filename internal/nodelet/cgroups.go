@@ -30,7 +30,7 @@ func (n *Nodelet) startCgroups(ctx context.Context) error {
 		Event: func(eventType, reason, message string) {
 			n.recorder.Event(n.nodeRef(), eventType, reason, message)
 		},
-		DisableCPUCFSQuota:     cfg.CPUCFSQuota != nil && !*cfg.CPUCFSQuota,
+		DisableCPUCFSQuota: cfg.CPUCFSQuota != nil && !*cfg.CPUCFSQuota,
 	}
 	if cfg.CPUCFSQuotaPeriod != nil {
 		c.CPUCFSQuotaPeriod = cfg.CPUCFSQuotaPeriod.Duration

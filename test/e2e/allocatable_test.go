@@ -70,7 +70,9 @@ kubeReservedCgroup: %s
 systemReservedCgroup: %s
 `, root, kube, system))
 	startNode(t, c, n)
-	mem := func(cg string) string { return readTrimmed(t, filepath.Join(cgroupMount, "memory", cg, "memory.limit_in_bytes")) }
+	mem := func(cg string) string {
+		return readTrimmed(t, filepath.Join(cgroupMount, "memory", cg, "memory.limit_in_bytes"))
+	}
 	if got := mem(kube); got != strconv.Itoa(64<<20) {
 		t.Errorf("%s memory.limit_in_bytes %s, want 64Mi", kube, got)
 	}
