@@ -89,10 +89,13 @@ type Config struct {
 	// NodeReclaim free node-level resources, in order, before pods are
 	// evicted for disk pressure.
 	NodeReclaim []Reclaimer
-	// MemoryNotifier, when set, is armed at the memory usage where
-	// memory.available meets its threshold, and the signals are observed
-	// as soon as it fires (NewMemcgNotifier on cgroup v1).
-	MemoryNotifier MemoryNotifier
+	// MemoryNotifiers, when set, wake the manager as soon as a memory
+	// signal crosses its threshold: each is armed at the usage where its
+	// signal (MemoryAvailable: the node's; AllocatableMemoryAvailable: the
+	// pods' cgroup's) meets the threshold, and the signals are observed as
+	// soon as one fires (NewMemcgNotifier on cgroup v1, NewPollNotifier on
+	// v2).
+	MemoryNotifiers map[Signal]MemoryNotifier
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -109,9 +112,9 @@ type Manager struct {
 	st state
 	// dedicatedImageFs: known once asked successfully.
 	dedicatedImageFs *bool
-	// memory is the node's memory at the last observation (to arm the
-	// MemoryNotifier).
-	memory *statsv1alpha1.MemoryStats
+	// memory is the memory of the node and of the pods' cgroup at the
+	// last observation, by signal (to arm the MemoryNotifiers).
+	memory map[Signal]*statsv1alpha1.MemoryStats
 }
 
 // New returns a Manager for cfg.
@@ -146,10 +149,22 @@ func (m *Manager) Run(ctx context.Context) {
 	logger.Info("Watching eviction signals", "thresholds", ts, "period", m.cfg.MonitoringPeriod)
 	tick := m.cfg.Clock.NewTicker(m.cfg.MonitoringPeriod)
 	defer tick.Stop()
-	var fired <-chan struct{}
-	if n := m.cfg.MemoryNotifier; n != nil {
-		fired = n.Fired()
+	fired := make(chan Signal, 1)
+	for signal, n := range m.cfg.MemoryNotifiers {
 		defer n.Close()
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-n.Fired():
+					select {
+					case fired <- signal:
+					default:
+					}
+				}
+			}
+		}()
 	}
 	// followUps: observations left, a second apart, after a crossing the
 	// observation did not yet find a threshold met (the usage level counts
@@ -160,7 +175,7 @@ func (m *Manager) Run(ctx context.Context) {
 		if evicted := m.synchronize(ctx); len(evicted) > 0 {
 			m.waitForCleanup(ctx, evicted)
 		}
-		m.armMemoryNotifier(logger)
+		m.armMemoryNotifiers(logger)
 		var followUp <-chan time.Time
 		if followUps > 0 && !slices.Contains(m.Conditions(), v1.NodeMemoryPressure) {
 			followUps--
@@ -171,8 +186,8 @@ func (m *Manager) Run(ctx context.Context) {
 			return
 		case <-tick.C():
 			followUps = 0
-		case <-fired:
-			logger.V(2).Info("Memory usage crossed a threshold level: observing the signals now")
+		case signal := <-fired:
+			logger.V(2).Info("Memory usage crossed a threshold level: observing the signals now", "signal", signal)
 			followUps = int(m.cfg.MonitoringPeriod / memoryFollowUp)
 		case <-followUp:
 		}
@@ -183,28 +198,30 @@ func (m *Manager) Run(ctx context.Context) {
 // memory threshold crossing that did not show as met yet.
 const memoryFollowUp = time.Second
 
-// armMemoryNotifier arms the notifier at the next memory threshold's level
-// above the usage last observed (the highest one once all are crossed, to
-// hear about the way back), as upstream refreshes its notifiers every
-// period: the page cache moves the level.
-func (m *Manager) armMemoryNotifier(logger klog.Logger) {
-	n := m.cfg.MemoryNotifier
-	if n == nil || m.memory == nil || m.memory.UsageBytes == nil {
-		return
-	}
-	levels := MemoryLevels(m.cfg.Thresholds, m.memory)
-	if len(levels) == 0 {
-		return
-	}
-	level := levels[len(levels)-1]
-	for _, l := range levels {
-		if l > int64(*m.memory.UsageBytes) {
-			level = l
-			break
+// armMemoryNotifiers arms each notifier at the next level of its signal's
+// thresholds above the usage last observed (the highest one once all are
+// crossed, to hear about the way back), as upstream refreshes its
+// notifiers every period: the page cache moves the levels.
+func (m *Manager) armMemoryNotifiers(logger klog.Logger) {
+	for signal, n := range m.cfg.MemoryNotifiers {
+		mem := m.memory[signal]
+		if mem == nil || mem.UsageBytes == nil {
+			continue
 		}
-	}
-	if err := n.Arm(level); err != nil {
-		logger.Error(err, "Cannot arm the memory threshold notification")
+		levels := MemoryLevels(m.cfg.Thresholds, signal, mem)
+		if len(levels) == 0 {
+			continue
+		}
+		level := levels[len(levels)-1]
+		for _, l := range levels {
+			if l > int64(*mem.UsageBytes) {
+				level = l
+				break
+			}
+		}
+		if err := n.Arm(level); err != nil {
+			logger.Error(err, "Cannot arm the memory threshold notification", "signal", signal)
+		}
 	}
 }
 
@@ -219,7 +236,12 @@ func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 		return nil
 	}
 	obs := Observe(sum)
-	m.memory = sum.Node.Memory
+	m.memory = map[Signal]*statsv1alpha1.MemoryStats{MemoryAvailable: sum.Node.Memory}
+	for _, c := range sum.Node.SystemContainers {
+		if c.Name == SystemContainerPods {
+			m.memory[AllocatableMemoryAvailable] = c.Memory
+		}
+	}
 	next, d := m.st.update(m.cfg.Thresholds, obs, m.cfg.Clock.Now(), m.cfg.PressureTransitionPeriod)
 	m.st = next
 	m.mu.Lock()

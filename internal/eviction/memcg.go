@@ -9,9 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
 )
 
 // MemoryNotifier tells the manager at once when the node's memory usage
@@ -41,12 +43,13 @@ func UsageLevel(t Threshold, s *statsv1alpha1.MemoryStats) (int64, bool) {
 	return capacity - q.Value() + max(inactive, 0), true
 }
 
-// MemoryLevels are the usage levels of the memory.available thresholds,
-// lowest first.
-func MemoryLevels(thresholds []Threshold, s *statsv1alpha1.MemoryStats) []int64 {
+// MemoryLevels are the usage levels of the thresholds of a memory signal
+// (MemoryAvailable or AllocatableMemoryAvailable) from the figures s of
+// its cgroup, lowest first.
+func MemoryLevels(thresholds []Threshold, signal Signal, s *statsv1alpha1.MemoryStats) []int64 {
 	var out []int64
 	for _, t := range thresholds {
-		if t.Signal != MemoryAvailable {
+		if t.Signal != signal {
 			continue
 		}
 		if l, ok := UsageLevel(t, s); ok {
@@ -63,6 +66,8 @@ func MemoryLevels(thresholds []Threshold, s *statsv1alpha1.MemoryStats) []int64 
 type memcgNotifier struct {
 	dir   string
 	fired chan struct{}
+	// wake (an eventfd) interrupts the watcher's poll: re-armed, closed.
+	wake int
 
 	mu     sync.Mutex
 	efd    int // -1: not armed
@@ -70,14 +75,18 @@ type memcgNotifier struct {
 	closed bool
 }
 
-// NewMemcgNotifier returns a notifier on the cgroup v1 memory hierarchy
-// mounted at dir (its root cgroup: the node's usage). It fails when the
-// kernel refuses thresholds there.
+// NewMemcgNotifier returns a notifier on the memory cgroup dir of the
+// cgroup v1 memory hierarchy (its root: the node's usage; kubepods: the
+// pods'). It fails when the kernel refuses thresholds there.
 func NewMemcgNotifier(dir string) (MemoryNotifier, error) {
-	n := &memcgNotifier{dir: dir, fired: make(chan struct{}, 1), efd: -1}
 	if _, err := os.Stat(filepath.Join(dir, "cgroup.event_control")); err != nil {
 		return nil, fmt.Errorf("memory threshold notifications: %w", err)
 	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	n := &memcgNotifier{dir: dir, fired: make(chan struct{}, 1), wake: wake, efd: -1}
 	go n.watch()
 	return n, nil
 }
@@ -112,6 +121,7 @@ func (n *memcgNotifier) Arm(usage int64) error {
 	}
 	n.disarmLocked()
 	n.efd, n.usage = efd, f
+	n.wakeWatcher()
 	return nil
 }
 
@@ -124,17 +134,26 @@ func (n *memcgNotifier) disarmLocked() {
 	}
 }
 
+func (n *memcgNotifier) wakeWatcher() {
+	_, _ = unix.Write(n.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+}
+
 func (n *memcgNotifier) Close() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
 	n.closed = true
 	n.disarmLocked()
+	n.wakeWatcher()
 }
 
-// watch polls the armed eventfd (a short poll timeout, so re-arming and
-// closing need no wake-up) and signals Fired when the kernel wrote to it.
+// watch blocks in poll on the armed eventfd and the wake-up one, and
+// signals Fired when the kernel wrote to the former.
 func (n *memcgNotifier) watch() {
 	buf := make([]byte, 8)
+	defer unix.Close(n.wake)
 	for {
 		n.mu.Lock()
 		efd, closed := n.efd, n.closed
@@ -142,13 +161,17 @@ func (n *memcgNotifier) watch() {
 		if closed {
 			return
 		}
-		if efd < 0 {
-			time.Sleep(100 * time.Millisecond)
-			continue
+		fds := []unix.PollFd{{Fd: int32(n.wake), Events: unix.POLLIN}}
+		if efd >= 0 {
+			fds = append(fds, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
 		}
-		fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
-		k, err := unix.Poll(fds, 100)
-		if err != nil || k == 0 {
+		if _, err := unix.Poll(fds, -1); err != nil {
+			continue // EINTR
+		}
+		if fds[0].Revents&unix.POLLIN != 0 {
+			_, _ = unix.Read(n.wake, buf)
+		}
+		if len(fds) < 2 || fds[1].Revents&unix.POLLIN == 0 {
 			continue
 		}
 		n.mu.Lock()
@@ -162,4 +185,117 @@ func (n *memcgNotifier) watch() {
 		}
 		n.mu.Unlock()
 	}
+}
+
+// pollNotifier is the notifier of cgroup v2, whose kernel interface has
+// no memory thresholds: the usage is read every period (one small file)
+// and compared with the level, and a change of the cgroup's memory.events
+// (memory.high or memory.max reached, an OOM kill: the kernel notifies
+// those as file modifications) wakes it at once.
+type pollNotifier struct {
+	usage  func() (int64, error)
+	fired  chan struct{}
+	stop   chan struct{}
+	once   sync.Once
+	events *fsnotify.Watcher
+
+	mu    sync.Mutex
+	level int64 // 0: not armed
+	above bool  // the usage was at or above the level when last read
+}
+
+// DefaultPollPeriod is how often a pollNotifier reads the usage.
+const DefaultPollPeriod = 100 * time.Millisecond
+
+// NewPollNotifier returns a notifier reading usage every period (the
+// node's or the pods' memory usage, page cache included) on clk; events,
+// when not empty, is the cgroup's memory.events file to watch.
+func NewPollNotifier(usage func() (int64, error), period time.Duration, events string, clk clock.WithTicker) (MemoryNotifier, error) {
+	if usage == nil {
+		return nil, errors.New("a poll notifier needs its usage")
+	}
+	if period <= 0 {
+		period = DefaultPollPeriod
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	n := &pollNotifier{usage: usage, fired: make(chan struct{}, 1), stop: make(chan struct{})}
+	var evc chan fsnotify.Event
+	var errc chan error
+	if events != "" {
+		w, err := fsnotify.NewWatcher()
+		if err != nil {
+			return nil, err
+		}
+		if err := w.Add(events); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("watch %s: %w", events, err)
+		}
+		n.events = w
+		evc, errc = w.Events, w.Errors
+	}
+	tick := clk.NewTicker(period)
+	go func() {
+		defer tick.Stop()
+		for {
+			select {
+			case <-n.stop:
+				return
+			case <-evc:
+				n.signal()
+			case <-errc:
+			case <-tick.C():
+				n.check()
+			}
+		}
+	}()
+	return n, nil
+}
+
+func (n *pollNotifier) Fired() <-chan struct{} { return n.fired }
+
+func (n *pollNotifier) signal() {
+	select {
+	case n.fired <- struct{}{}:
+	default:
+	}
+}
+
+// check reads the usage and signals a crossing of the level either way.
+func (n *pollNotifier) check() {
+	u, err := n.usage()
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	crossed := n.level > 0 && (u >= n.level) != n.above
+	n.above = n.level > 0 && u >= n.level
+	n.mu.Unlock()
+	if crossed {
+		n.signal()
+	}
+}
+
+func (n *pollNotifier) Arm(level int64) error {
+	if level <= 0 {
+		return fmt.Errorf("memory threshold level %d", level)
+	}
+	u, err := n.usage()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.level, n.above = level, u >= level
+	return nil
+}
+
+func (n *pollNotifier) Close() {
+	n.once.Do(func() {
+		close(n.stop)
+		if n.events != nil {
+			n.events.Close()
+		}
+	})
 }

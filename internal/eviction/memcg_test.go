@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestMemoryLevels(t *testing.T) {
 		Hard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
 		Soft: map[string]string{"memory.available": "200Mi"}, SoftGracePeriod: map[string]string{"memory.available": "1m"},
 	})
-	got := MemoryLevels(ths, s)
+	got := MemoryLevels(ths, MemoryAvailable, s)
 	// Usage at which the working set leaves the threshold: capacity -
 	// threshold + inactive file.
 	want := []int64{(1000 - 200 + 100) * mi, (1000 - 100 + 100) * mi}
@@ -55,7 +56,7 @@ func TestManagerMemoryNotifier(t *testing.T) {
 	n := &fakeNotifier{armed: make(chan int64, 10), fired: make(chan struct{}, 1)}
 	m, err := New(Config{
 		Thresholds: mustParse(t, Settings{Hard: map[string]string{"memory.available": "100Mi"}}), Summary: sum,
-		Recorder: record.NewFakeRecorder(10), MemoryNotifier: n, Clock: testingclock.NewFakeClock(t0),
+		Recorder: record.NewFakeRecorder(10), MemoryNotifiers: map[Signal]MemoryNotifier{MemoryAvailable: n}, Clock: testingclock.NewFakeClock(t0),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,5 +126,117 @@ func TestMemcgNotifier(t *testing.T) {
 	case <-n.Fired():
 	case <-time.After(20 * time.Second):
 		t.Fatal("the threshold never fired")
+	}
+}
+
+// The pods' cgroup's notifier is armed from the summary's "pods" system
+// container, at the level of allocatableMemory.available's threshold.
+func TestManagerPodsMemoryNotifier(t *testing.T) {
+	s := summary(400*mi, 600*mi, 50<<30, 100<<30, 1000, 1000, 1000, 10)
+	// The pods' cgroup: limited to 1000 Mi, 300 Mi working set, 50 Mi
+	// inactive page cache.
+	s.Node.SystemContainers = []statsv1alpha1.ContainerStats{{Name: SystemContainerPods, Memory: &statsv1alpha1.MemoryStats{
+		AvailableBytes: ptr.To(uint64(700 * mi)), WorkingSetBytes: ptr.To(uint64(300 * mi)), UsageBytes: ptr.To(uint64(350 * mi))}}}
+	sum := &countingSummary{fakeSummary: fakeSummary{s: s}, calls: make(chan struct{}, 10)}
+	pods := &fakeNotifier{armed: make(chan int64, 10), fired: make(chan struct{}, 1)}
+	m, err := New(Config{
+		Thresholds: mustParse(t, Settings{Hard: map[string]string{"memory.available": "200Mi"}, PodsAllocatable: true}), Summary: sum,
+		Recorder: record.NewFakeRecorder(10), MemoryNotifiers: map[Signal]MemoryNotifier{AllocatableMemoryAvailable: pods}, Clock: testingclock.NewFakeClock(t0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	<-sum.calls
+	if l := <-pods.armed; l != (1000-200+50)*mi {
+		t.Errorf("armed at %d Mi, want %d Mi", l/mi, 1000-200+50)
+	}
+	pods.fired <- struct{}{}
+	select {
+	case <-sum.calls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no observation after the pods' notification")
+	}
+}
+
+// The cgroup v2 notifier: the usage read at each tick of the (fake)
+// clock, a crossing either way signalled once.
+func TestPollNotifier(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	var mu sync.Mutex
+	usage := int64(100)
+	read := make(chan struct{}, 100)
+	nf, err := NewPollNotifier(func() (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		read <- struct{}{}
+		return usage, nil
+	}, time.Second, "", clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nf.Close()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(time.Second)
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the usage was not read at the tick")
+	}
+	// The crossings, through check (what each tick runs).
+	n := nf.(*pollNotifier)
+	fired := func() bool {
+		select {
+		case <-n.Fired():
+			return true
+		default:
+			return false
+		}
+	}
+	check := func(v int64) bool {
+		mu.Lock()
+		usage = v
+		mu.Unlock()
+		n.check()
+		return fired()
+	}
+	if check(300) {
+		t.Error("fired before it was armed")
+	}
+	if err := n.Arm(200); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		usage int64
+		fires bool
+	}{{150, true}, {150, false}, {250, true}, {260, false}, {200, false}, {199, true}, {100, false}} {
+		if got := check(tc.usage); got != tc.fires {
+			t.Errorf("step %d, usage %d: fired %v, want %v", i, tc.usage, got, tc.fires)
+		}
+	}
+}
+
+// The v2 notifier wakes at once when memory.events changes.
+func TestPollNotifierEvents(t *testing.T) {
+	events := filepath.Join(t.TempDir(), "memory.events")
+	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewPollNotifier(func() (int64, error) { return 1, nil }, time.Hour, events, testingclock.NewFakeClock(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 1\noom 0\noom_kill 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Fired():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal when memory.events changed")
 	}
 }

@@ -2,9 +2,11 @@ package nodelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,12 +28,9 @@ func (n *Nodelet) newEviction(ctx context.Context) (*eviction.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eviction thresholds: %w", err)
 	}
-	var notifier eviction.MemoryNotifier
-	if cg := n.machine.Cgroups; !cg.V2 && cg.Mount != "" && hasMemoryThreshold(thresholds) {
-		if notifier, err = eviction.NewMemcgNotifier(filepath.Join(cg.Mount, "memory")); err != nil {
-			klog.FromContext(ctx).Info("Memory pressure is observed every period only", "err", err)
-			notifier = nil
-		}
+	notifiers, err := n.memoryNotifiers(thresholds)
+	if err != nil {
+		klog.FromContext(ctx).Info("Memory pressure is observed every period only", "err", err)
 	}
 	return eviction.New(eviction.Config{
 		Thresholds:               thresholds,
@@ -43,7 +42,7 @@ func (n *Nodelet) newEviction(ctx context.Context) (*eviction.Manager, error) {
 		ActivePods:               n.runningPods,
 		Evictor:                  evictor{n},
 		MaxPodGracePeriod:        int64(cfg.EvictionMaxPodGracePeriod),
-		MemoryNotifier:           notifier,
+		MemoryNotifiers:          notifiers,
 		Clock:                    n.clock,
 	})
 }
@@ -76,11 +75,40 @@ func (e evictor) Reclaimed(uid types.UID) bool {
 	return e.n.podsync.Evicted(uid) || !e.n.workers.Has(uid)
 }
 
-func hasMemoryThreshold(ts []eviction.Threshold) bool {
-	for _, t := range ts {
-		if t.Signal == eviction.MemoryAvailable {
-			return true
-		}
+// memoryNotifiers wake the eviction manager when a memory signal with a
+// threshold crosses it: memory.available on the root memory cgroup,
+// allocatableMemory.available on the pods' cgroup; on cgroup v1 the
+// kernel's thresholds, on v2 a poll of the usage and the pods' cgroup's
+// memory.events.
+func (n *Nodelet) memoryNotifiers(ts []eviction.Threshold) (map[eviction.Signal]eviction.MemoryNotifier, error) {
+	cg := n.machine.Cgroups
+	if cg.Mount == "" {
+		return nil, errors.New("no cgroup mount")
 	}
-	return false
+	out := map[eviction.Signal]eviction.MemoryNotifier{}
+	var errs []error
+	pods := filepath.FromSlash(strings.TrimPrefix(n.cgroups.PodsCgroup(), "/"))
+	for _, signal := range []eviction.Signal{eviction.MemoryAvailable, eviction.AllocatableMemoryAvailable} {
+		if !slices.ContainsFunc(ts, func(t eviction.Threshold) bool { return t.Signal == signal }) {
+			continue
+		}
+		var nf eviction.MemoryNotifier
+		var err error
+		switch {
+		case !cg.V2 && signal == eviction.MemoryAvailable:
+			nf, err = eviction.NewMemcgNotifier(filepath.Join(cg.Mount, "memory"))
+		case !cg.V2:
+			nf, err = eviction.NewMemcgNotifier(filepath.Join(cg.Mount, "memory", pods))
+		case signal == eviction.MemoryAvailable:
+			nf, err = eviction.NewPollNotifier(n.stats.NodeMemoryUsage, 0, "", n.clock)
+		default:
+			nf, err = eviction.NewPollNotifier(n.stats.PodsMemoryUsage, 0, filepath.Join(cg.Mount, pods, "memory.events"), n.clock)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", signal, err))
+			continue
+		}
+		out[signal] = nf
+	}
+	return out, errors.Join(errs...)
 }

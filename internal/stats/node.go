@@ -323,3 +323,21 @@ func readPodsMemory(cg machine.Cgroups, name string) (podsMemory, error) {
 	}
 	return m, nil
 }
+
+// NodeMemoryUsage is the node's memory usage (page cache included) as the
+// summary reports it, read alone: the memory notifiers of the eviction
+// manager compare it with their levels between observations.
+func (p *Provider) NodeMemoryUsage() (int64, error) {
+	s, err := readRootCgroup(p.cfg.Machine.Cgroups, uint64(p.cfg.Machine.MemoryCapacity), p.cfg.ProcRoot)
+	if !s.hasMemory {
+		return 0, err
+	}
+	return int64(s.usage), nil
+}
+
+// PodsMemoryUsage is the pods' cgroup's memory usage (page cache
+// included), as the summary's "pods" system container reports it.
+func (p *Provider) PodsMemoryUsage() (int64, error) {
+	m, err := readPodsMemory(p.cfg.Machine.Cgroups, p.cfg.PodsCgroup)
+	return int64(m.usage), err
+}

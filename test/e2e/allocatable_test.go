@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/test/e2e/framework"
+	v1 "k8s.io/api/core/v1"
 )
 
 // makeCgroup creates cgroup name (a cgroupfs path) in every v1 hierarchy
-// and removes it when the test ends.
+// and removes it, with the cgroups left below it (the pods' of a stopped
+// nodelet, once their processes are gone), when the test ends.
 func makeCgroup(t *testing.T, name string) {
 	t.Helper()
 	ents, err := os.ReadDir(cgroupMount)
@@ -32,7 +34,24 @@ func makeCgroup(t *testing.T, name string) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = os.Remove(dir) })
+		t.Cleanup(func() { removeCgroupTree(dir) })
+	}
+}
+
+// removeCgroupTree removes cgroup directory dir and those below it,
+// deepest first (a cgroup directory goes with rmdir alone).
+func removeCgroupTree(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			removeCgroupTree(filepath.Join(dir, e.Name()))
+		}
+	}
+	for i := 0; i < 50; i++ {
+		if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // processes still leaving
 	}
 }
 
@@ -49,16 +68,7 @@ func TestNodeAllocatableReserved(t *testing.T) {
 	name := "e2e-reserved"
 	c := framework.RequireCluster(t)
 	root, kube, system := "/e2e-reserved-root", "/e2e-kube-reserved", "/e2e-system-reserved"
-	// Cleanups run last first: the pods' cgroups (made by nodelet) go
-	// before their root.
 	makeCgroup(t, root)
-	t.Cleanup(func() {
-		for _, h := range []string{"memory", "cpu,cpuacct", "cpuset", "pids", "hugetlb", "systemd", "unified", "blkio", "devices", "freezer"} {
-			for _, d := range []string{"kubepods/burstable", "kubepods/besteffort", "kubepods"} {
-				_ = os.Remove(filepath.Join(cgroupMount, h, root, d))
-			}
-		}
-	})
 	makeCgroup(t, kube)
 	makeCgroup(t, system)
 	n := framework.NewClusterNodelet(t, c, name)
@@ -111,4 +121,74 @@ systemReservedCgroup: %s
 	if !strings.Contains(n.Log(), want) {
 		t.Errorf("nodelet's log lacks %q:\n%s", want, grepLines(n.Log(), "Failed"))
 	}
+}
+
+// oomKills is the oom_kill count of a v1 memory cgroup (memory.oom_control).
+func oomKills(t *testing.T, cg string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(readTrimmed(t, filepath.Join(cgroupMount, "memory", cg, "memory.oom_control")), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v
+		}
+	}
+	t.Fatalf("no oom_kill in %s's memory.oom_control", cg)
+	return 0
+}
+
+// hogScript grows a process's memory by 10 MiB every 0.1 s (busybox tail
+// holding a line that never ends) up to mib MiB, then holds it.
+func hogScript(mib int) string {
+	return fmt.Sprintf("(i=0; while [ $i -lt %d ]; do head -c 10485760 /dev/zero; sleep 0.1; i=$((i+1)); done; sleep 3600) | tail >/dev/null", mib/10)
+}
+
+// TestEvictionAllocatableMemory: upstream's allocatableMemory.available,
+// the twin of the hard memory.available threshold on the pods' cgroup
+// (enforceNodeAllocatable "pods"), with nodelet's kernel notification on
+// that cgroup. kubepods (under a cgroupRoot of the test's own) is limited
+// to 700 MiB by systemReserved, the threshold is 250Mi: a BestEffort hog
+// growing ~75 MiB/s towards 1000 MiB crosses it at ~450 MiB and is evicted
+// (upstream's message) before the kernel's OOM killer acts at 700 MiB; a
+// higher-priority pod keeps running.
+func TestEvictionAllocatableMemory(t *testing.T) {
+	if !cgroupV1() {
+		t.Skip("reads cgroup v1 files")
+	}
+	name := "e2e-evict-allocatable"
+	c := framework.RequireCluster(t)
+	root := "/e2e-allocatable-root"
+	makeCgroup(t, root)
+	n := framework.NewClusterNodelet(t, c, name)
+	n.AppendConfig(fmt.Sprintf("cgroupRoot: %s\nsystemReserved: {memory: \"%d\"}\nevictionHard:\n  memory.available: 250Mi\nevictionPressureTransitionPeriod: 5s\n",
+		root, memTotalBytes(t)-700<<20))
+	startNode(t, c, n)
+	kubepods := root + "/kubepods"
+	if got := readTrimmed(t, filepath.Join(cgroupMount, "memory", kubepods, "memory.limit_in_bytes")); got != strconv.Itoa(700<<20) {
+		t.Fatalf("kubepods memory limit %s, want 700Mi", got)
+	}
+	oomBefore := oomKills(t, kubepods)
+	priorityClass(t, c, "e2e-high", 1000)
+	ns := c.Namespace(t, "evict-allocatable")
+	quiet := busyboxPod("quiet", name, "sleep 3600")
+	quiet.Spec.PriorityClassName = "e2e-high"
+	createPods(t, c, ns, quiet)
+	waitPod(t, c, ns, "quiet", 60*time.Second, "running", podReady)
+	createPods(t, c, ns, busyboxPod("hog", name, hogScript(1000)))
+	hog := waitPod(t, c, ns, "hog", 90*time.Second, "evicted for memory", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	if !evictedWith("The node was low on resource: memory. Threshold quantity: 250Mi, available: ")(hog) {
+		t.Errorf("hog: %s %s %q", hog.Status.Phase, hog.Status.Reason, hog.Status.Message)
+	}
+	for _, cs := range hog.Status.ContainerStatuses {
+		if term := cs.State.Terminated; term != nil && term.Reason == "OOMKilled" {
+			t.Errorf("the hog was OOM-killed before its eviction: %+v", term)
+		}
+	}
+	if got := oomKills(t, kubepods); got != oomBefore {
+		t.Errorf("%d OOM kills in kubepods during the test", got-oomBefore)
+	}
+	if !strings.Contains(n.Log(), `"Memory usage crossed a threshold level: observing the signals now" signal="allocatableMemory.available"`) {
+		t.Errorf("the kernel's threshold notification on the pods' cgroup never woke the eviction manager")
+	}
+	waitCondition(t, c, name, v1.NodeMemoryPressure, v1.ConditionFalse, "MemoryPressure False once the hog is gone")
+	wantRunning(t, c, ns, "quiet")
 }
