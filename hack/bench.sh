@@ -23,6 +23,10 @@ fi
 # raw results in bench/results/compare.json, charts and profiles under docs/.
 go run ./bench/compare -reps "${BENCH_COMPARE_REPS:-3}" -scale "${BENCH_COMPARE_SCALE:-250,500}" \
 	-out bench/results/compare.json -section bench/results/compare.md -docs-dir docs
+# Node pressure, side by side (bench/pressure): raw runs in
+# bench/results/pressure.json.
+go run ./bench/pressure -memory-runs "${BENCH_PRESSURE_MEMORY_RUNS:-10}" -runs "${BENCH_PRESSURE_RUNS:-3}" \
+	-out bench/results/pressure.json -section bench/results/pressure.md
 metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if ($i == m) print $(i-1) }' "$out"; }
 {
 	echo "# Benchmarks"
@@ -97,6 +101,10 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "<!-- compare: begin (bench/compare) -->"
 	cat bench/results/compare.md
 	echo "<!-- compare: end -->"
+	echo
+	echo "<!-- pressure: begin (bench/pressure) -->"
+	cat bench/results/pressure.md
+	echo "<!-- pressure: end -->"
 	echo
 	echo "## Raw output"
 	echo

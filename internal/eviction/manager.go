@@ -96,6 +96,11 @@ type Config struct {
 	// soon as one fires (NewMemcgNotifier on cgroup v1, NewPollNotifier on
 	// v2).
 	MemoryNotifiers map[Signal]MemoryNotifier
+	// QuickSummary, when set, is read every QuickPeriod: the signals it
+	// has (statfs of the node filesystem, the PID figures: a syscall or
+	// two) are compared with their thresholds, and one newly met brings
+	// the next observation forward (upstream waits for its period).
+	QuickSummary func() (*statsv1alpha1.Summary, error)
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -171,6 +176,12 @@ func (m *Manager) Run(ctx context.Context) {
 	// the page cache as it was at the last observation, and the kernel
 	// tells a crossing once).
 	followUps := 0
+	var quick <-chan time.Time
+	if m.cfg.QuickSummary != nil {
+		t := m.cfg.Clock.NewTicker(QuickPeriod)
+		defer t.Stop()
+		quick = t.C()
+	}
 	for {
 		if evicted := m.synchronize(ctx); len(evicted) > 0 {
 			m.waitForCleanup(ctx, evicted)
@@ -181,18 +192,53 @@ func (m *Manager) Run(ctx context.Context) {
 			followUps--
 			followUp = m.cfg.Clock.After(memoryFollowUp)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C():
-			followUps = 0
-		case signal := <-fired:
-			logger.V(2).Info("Memory usage crossed a threshold level: observing the signals now", "signal", signal)
-			followUps = int(m.cfg.MonitoringPeriod / memoryFollowUp)
-		case <-followUp:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+				followUps = 0
+				break wait
+			case signal := <-fired:
+				logger.V(2).Info("Memory usage crossed a threshold level: observing the signals now", "signal", signal)
+				followUps = int(m.cfg.MonitoringPeriod / memoryFollowUp)
+				break wait
+			case <-followUp:
+				break wait
+			case <-quick:
+				if signal, ok := m.quickCrossed(logger); ok {
+					logger.V(2).Info("A threshold is met between observations: observing the signals now", "signal", signal)
+					break wait
+				}
+			}
 		}
 	}
 }
+
+// quickCrossed reads the quick signals and tells the first newly met.
+func (m *Manager) quickCrossed(logger klog.Logger) (Signal, bool) {
+	q, err := m.cfg.QuickSummary()
+	if q == nil {
+		logger.V(4).Info("Cannot read the quick signals", "err", err)
+		return "", false
+	}
+	return NewlyMet(m.cfg.Thresholds, m.st.met, Observe(q))
+}
+
+// NewlyMet is the signal of the first threshold obs shows met that was not
+// met at the last observation (met); signals obs lacks are left out.
+func NewlyMet(thresholds, met []Threshold, obs Observations) (Signal, bool) {
+	for _, t := range thresholds {
+		if _, ok := obs[t.Signal]; ok && t.Met(obs, false) && !contains(met, t) {
+			return t.Signal, true
+		}
+	}
+	return "", false
+}
+
+// QuickPeriod is how often Config.QuickSummary is read.
+const QuickPeriod = time.Second
 
 // memoryFollowUp is how soon the signals are observed again after a
 // memory threshold crossing that did not show as met yet.

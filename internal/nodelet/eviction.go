@@ -43,6 +43,7 @@ func (n *Nodelet) newEviction(ctx context.Context) (*eviction.Manager, error) {
 		Evictor:                  evictor{n},
 		MaxPodGracePeriod:        int64(cfg.EvictionMaxPodGracePeriod),
 		MemoryNotifiers:          notifiers,
+		QuickSummary:             n.stats.QuickSummary,
 		Clock:                    n.clock,
 	})
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/nodelet/nodelet/internal/machine"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // cgroupSample is one reading of a cgroup's cumulative CPU time and memory.
@@ -340,4 +342,25 @@ func (p *Provider) NodeMemoryUsage() (int64, error) {
 func (p *Provider) PodsMemoryUsage() (int64, error) {
 	m, err := readPodsMemory(p.cfg.Machine.Cgroups, p.cfg.PodsCgroup)
 	return int64(m.usage), err
+}
+
+// QuickSummary is the part of the summary that costs a syscall or two:
+// the node filesystem (statfs of the root directory) and the PID figures.
+// The eviction manager reads it every second between its observations.
+func (p *Provider) QuickSummary() (*statsv1alpha1.Summary, error) {
+	now := p.clock.Now()
+	s := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: p.cfg.NodeName}}
+	var errs []error
+	if p.cfg.RootDir != "" {
+		fi, err := statfs(p.cfg.RootDir)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			s.Node.Fs = fi.fsStats(now)
+		}
+	}
+	if r := readRlimit(p.cfg.ProcRoot); r.hasMaxPID && r.hasProcs {
+		s.Node.Rlimit = &statsv1alpha1.RlimitStats{Time: metav1.NewTime(now), MaxPID: ptr(r.maxPID), NumOfRunningProcesses: ptr(r.procs)}
+	}
+	return s, errors.Join(errs...)
 }

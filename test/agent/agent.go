@@ -41,6 +41,9 @@ type Spec struct {
 	ExtraConfig string
 	// Verbosity is -v (2 if 0).
 	Verbosity int
+	// RootDir is the agent's --root-dir (a folder of the agent's temp dir
+	// if empty), e.g. a small filesystem of the caller's.
+	RootDir string
 }
 
 // Config is the KubeletConfiguration both agents get, with dir as the
@@ -113,10 +116,14 @@ func Start(s Spec) (*Proc, error) {
 	if v == 0 {
 		v = 2
 	}
+	root := s.RootDir
+	if root == "" {
+		root = filepath.Join(dir, "root")
+	}
 	args := []string{
 		"--config", cfg,
 		"--kubeconfig", filepath.Join(pki, "node-"+s.Node+".kubeconfig"),
-		"--root-dir", filepath.Join(dir, "root"),
+		"--root-dir", root,
 		"--hostname-override", s.Node,
 		"--node-ip", s.Env["NODE_IP"],
 		"-v", fmt.Sprint(v),

@@ -67,8 +67,12 @@ func Run(name string, args ...string) (string, error) {
 
 // RemoveKubepods removes /sys/fs/cgroup/*/kubepods, deepest first (rmdir
 // only: a cgroup with processes stays, and is reported).
-func RemoveKubepods() {
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+func RemoveKubepods() { RemoveCgroups("kubepods") }
+
+// RemoveCgroups removes cgroup name (a cgroupfs path) from every
+// hierarchy, with the cgroups below it, deepest first.
+func RemoveCgroups(name string) {
+	roots, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", name))
 	for _, root := range roots {
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
