@@ -78,8 +78,7 @@ type Run struct {
 	// the condition True and the pod evicted; -1: never.
 	ToCondition float64 `json:"toConditionSeconds"`
 	ToEviction  float64 `json:"toEvictionSeconds"`
-	// OOMKills in the pods' cgroup during the run (oom_kill of
-	// memory.oom_control).
+	// OOMKills during the run (the kernel's oom_kill count).
 	OOMKills int64 `json:"oomKills"`
 	// LimitHits: how often the pods' cgroup's usage hit its limit
 	// (memory.failcnt): the kernel reclaiming or OOM-killing in it.
@@ -260,6 +259,11 @@ func (h *harness) abort() {
 	if a != nil {
 		a.Stop()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.cleaner.CleanNode(ctx, mnt); err != nil {
+		log.Printf("cleanup: %v", err)
+	}
 	if mnt != "" {
 		framework.UnmountUnder(mnt, log.Printf)
 		_, _ = nodeagent.Run("umount", "-l", mnt)
@@ -300,7 +304,8 @@ func makeRootFS() (string, func(), error) {
 	cleanup := func() {
 		framework.UnmountUnder(mnt, log.Printf)
 		if _, err := nodeagent.Run("umount", mnt); err != nil {
-			log.Printf("umount %s: %v", mnt, err)
+			log.Printf("umount %s: %v (detaching it)", mnt, err)
+			_, _ = nodeagent.Run("umount", "-l", mnt)
 		}
 		_ = os.RemoveAll(dir)
 	}
@@ -489,7 +494,7 @@ func (h *harness) run(ctx context.Context, ns string, pod *v1.Pod, sig string, c
 			return r, fmt.Errorf("before the run: %w", err)
 		}
 	}
-	oomBefore, failBefore := oomKills(kubepods), failcnt(kubepods)
+	oomBefore, failBefore := oomKills(), failcnt(kubepods)
 	if _, err := h.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return r, err
 	}
@@ -554,7 +559,7 @@ func (h *harness) run(ctx context.Context, ns string, pod *v1.Pod, sig string, c
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	r.OOMKills, r.LimitHits = oomKills(kubepods)-oomBefore, failcnt(kubepods)-failBefore
+	r.OOMKills, r.LimitHits = oomKills()-oomBefore, failcnt(kubepods)-failBefore
 	mu.Lock()
 	at := crossedAt
 	mu.Unlock()
@@ -651,9 +656,12 @@ func failcnt(cg string) int64 {
 	return v
 }
 
-// oomKills is oom_kill of the v1 memory cgroup's memory.oom_control.
-func oomKills(cg string) int64 {
-	data, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", cg, "memory.oom_control"))
+// oomKills is the kernel's count of OOM kills (/proc/vmstat oom_kill):
+// cgroup v1 counts a kill in the victim's own memory cgroup only, which
+// goes with its container, so the machine-wide counter is read instead
+// (nothing else on the machine is near an OOM kill during a run).
+func oomKills() int64 {
+	data, _ := os.ReadFile("/proc/vmstat")
 	for _, line := range strings.Split(string(data), "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
 			v, _ := strconv.ParseInt(f[1], 10, 64)

@@ -81,7 +81,7 @@ func section(res *Results) string {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", signal, figure, strings.Join(cells, " | "))
 	}
 	row("memory", "hog evicted before the pods' cgroup reached its limit (runs)", func(s stats) string { return fmt.Sprintf("%d of %d", s.evicted, s.runs) })
-	row("memory", "runs with an OOM kill in the pods' cgroup (kills in all)", func(s stats) string {
+	row("memory", "runs with an OOM kill (kills in all)", func(s stats) string {
 		return fmt.Sprintf("%d of %d (%d)", s.oomRuns, s.runs, s.oomKills)
 	})
 	row("memory", "runs where the pods' cgroup hit its limit (memory.failcnt)", func(s stats) string { return fmt.Sprintf("%d of %d", s.limitRuns, s.runs) })

@@ -121,7 +121,7 @@ func summary(memAvail, memWS, fsAvail, fsCap, inodesFree, inodes, maxPID, procs 
 			ImageFs: &statsv1alpha1.FsStats{Time: at, AvailableBytes: &fsAvail, CapacityBytes: &fsCap, InodesFree: &inodesFree, Inodes: &inodes},
 		},
 		Rlimit: &statsv1alpha1.RlimitStats{Time: at, MaxPID: ptr.To(int64(maxPID)), NumOfRunningProcesses: ptr.To(int64(procs))},
-		SystemContainers: []statsv1alpha1.ContainerStats{{Name: SystemContainerPods, Memory: &statsv1alpha1.MemoryStats{
+		SystemContainers: []statsv1alpha1.ContainerStats{{Name: statsv1alpha1.SystemContainerPods, Memory: &statsv1alpha1.MemoryStats{
 			Time: at, AvailableBytes: ptr.To(memAvail / 2), WorkingSetBytes: ptr.To(memWS / 2)}}},
 	}}
 }

@@ -284,7 +284,7 @@ func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 	obs := Observe(sum)
 	m.memory = map[Signal]*statsv1alpha1.MemoryStats{MemoryAvailable: sum.Node.Memory}
 	for _, c := range sum.Node.SystemContainers {
-		if c.Name == SystemContainerPods {
+		if c.Name == statsv1alpha1.SystemContainerPods {
 			m.memory[AllocatableMemoryAvailable] = c.Memory
 		}
 	}

@@ -135,7 +135,7 @@ func TestManagerPodsMemoryNotifier(t *testing.T) {
 	s := summary(400*mi, 600*mi, 50<<30, 100<<30, 1000, 1000, 1000, 10)
 	// The pods' cgroup: limited to 1000 Mi, 300 Mi working set, 50 Mi
 	// inactive page cache.
-	s.Node.SystemContainers = []statsv1alpha1.ContainerStats{{Name: SystemContainerPods, Memory: &statsv1alpha1.MemoryStats{
+	s.Node.SystemContainers = []statsv1alpha1.ContainerStats{{Name: statsv1alpha1.SystemContainerPods, Memory: &statsv1alpha1.MemoryStats{
 		AvailableBytes: ptr.To(uint64(700 * mi)), WorkingSetBytes: ptr.To(uint64(300 * mi)), UsageBytes: ptr.To(uint64(350 * mi))}}}
 	sum := &countingSummary{fakeSummary: fakeSummary{s: s}, calls: make(chan struct{}, 10)}
 	pods := &fakeNotifier{armed: make(chan int64, 10), fired: make(chan struct{}, 1)}

@@ -17,10 +17,6 @@ type Observation struct {
 // Observations are the signals measured at once.
 type Observations map[Signal]Observation
 
-// SystemContainerPods is the name of the pods' cgroup among the summary's
-// system containers (allocatableMemory.available), as upstream.
-const SystemContainerPods = "pods"
-
 // Observe reads the signals from a stats summary, as upstream: memory from
 // the node's working set, the allocatable memory from the pods' cgroup,
 // nodefs from the filesystem of the root directory, imagefs and
@@ -34,7 +30,7 @@ func Observe(s *statsv1alpha1.Summary) Observations {
 		out[MemoryAvailable] = Observation{bytes(*m.AvailableBytes), bytes(*m.AvailableBytes + *m.WorkingSetBytes), m.Time.Time}
 	}
 	for _, c := range s.Node.SystemContainers {
-		if m := c.Memory; c.Name == SystemContainerPods && m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
+		if m := c.Memory; c.Name == statsv1alpha1.SystemContainerPods && m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
 			out[AllocatableMemoryAvailable] = Observation{bytes(*m.AvailableBytes), bytes(*m.AvailableBytes + *m.WorkingSetBytes), m.Time.Time}
 		}
 	}

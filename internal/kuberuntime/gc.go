@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -179,13 +177,7 @@ func (m *Manager) removeDeadContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("remove container %s: %w", id, err)
 	}
 	m.forgetContainer(id)
-	if logPath != "" {
-		_ = os.Remove(logPath)
-		rotated, _ := filepath.Glob(logPath + ".*")
-		for _, p := range rotated {
-			_ = os.Remove(p)
-		}
-	}
+	removeContainerLogs(logPath)
 	return nil
 }
 

@@ -277,6 +277,19 @@ func restartCountFromLogs(podLogDir, name string) int {
 	return count
 }
 
+// removeContainerLogs removes a removed container's log file and its
+// rotated ones (<path>.<timestamp>[.gz]).
+func removeContainerLogs(logPath string) {
+	if logPath == "" {
+		return
+	}
+	_ = os.Remove(logPath)
+	rotated, _ := filepath.Glob(logPath + ".*")
+	for _, p := range rotated {
+		_ = os.Remove(p)
+	}
+}
+
 // prune removes dead containers beyond the newest two per name (the current
 // one and the previous, which status reports as lastState; only one for the
 // names in starting, whose new container becomes the current one), with
@@ -300,17 +313,9 @@ func (m *Manager) prune(ctx context.Context, pod *v1.Pod, status *kubecontainer.
 			continue
 		}
 		m.forgetContainer(cs.ID)
-		for _, p := range []string{cs.LogPath, cs.TerminationMessageHostPath} {
-			if p != "" {
-				_ = os.Remove(p)
-			}
-		}
-		if cs.LogPath != "" {
-			// Its rotated logs (<path>.<timestamp>[.gz]) go with it.
-			rotated, _ := filepath.Glob(cs.LogPath + ".*")
-			for _, p := range rotated {
-				_ = os.Remove(p)
-			}
+		removeContainerLogs(cs.LogPath)
+		if cs.TerminationMessageHostPath != "" {
+			_ = os.Remove(cs.TerminationMessageHostPath)
 		}
 		removed[cs.ID] = true
 	}
