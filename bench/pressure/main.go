@@ -446,8 +446,22 @@ func (h *harness) runAgent(ctx context.Context, name string) (*AgentResult, erro
 
 // namespace creates ns and waits for its default service account.
 func (h *harness) namespace(ctx context.Context, ns string) error {
-	if _, err := h.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	// One left by an earlier run may still be terminating.
+	for i := 0; ; i++ {
+		got, err := h.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			if _, err := h.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			continue
+		}
+		if err == nil && got.DeletionTimestamp == nil {
+			break
+		}
+		if i > 600 {
+			return fmt.Errorf("namespace %s: still terminating (%v)", ns, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	for i := 0; i < 300; i++ {
 		if _, err := h.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
