@@ -303,9 +303,13 @@ func makeRootFS() (string, func(), error) {
 	img, mnt := filepath.Join(dir, "root.ext4"), filepath.Join(dir, "root")
 	cleanup := func() {
 		framework.UnmountUnder(mnt, log.Printf)
-		if _, err := nodeagent.Run("umount", mnt); err != nil {
-			log.Printf("umount %s: %v (detaching it)", mnt, err)
-			_, _ = nodeagent.Run("umount", "-l", mnt)
+		// The upstream kubelet bind-mounts its root directory onto itself
+		// (rshared): as many unmounts as there are mounts there.
+		for i := 0; i < 5 && mounted(mnt); i++ {
+			if _, err := nodeagent.Run("umount", mnt); err != nil {
+				log.Printf("umount %s: %v (detaching it)", mnt, err)
+				_, _ = nodeagent.Run("umount", "-l", mnt)
+			}
 		}
 		_ = os.RemoveAll(dir)
 	}
@@ -323,6 +327,17 @@ func makeRootFS() (string, func(), error) {
 		return "", nil, err
 	}
 	return mnt, cleanup, nil
+}
+
+// mounted tells whether something is mounted at dir (/proc/mounts).
+func mounted(dir string) bool {
+	data, _ := os.ReadFile("/proc/mounts")
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == dir {
+			return true
+		}
+	}
+	return false
 }
 
 // config is the scenario's KubeletConfiguration fields (both agents).
@@ -473,9 +488,10 @@ func (h *harness) namespace(ctx context.Context, ns string) error {
 }
 
 // hogScript grows a process's memory by 10 MiB every 0.1 s (busybox tail
-// holding a line that never ends) up to mib MiB, then holds it.
+// holding a line that never ends) up to mib MiB, then holds it; the
+// container ends if tail is killed (the OOM killer's victim).
 func hogScript(mib int) string {
-	return fmt.Sprintf("(i=0; while [ $i -lt %d ]; do head -c 10485760 /dev/zero; sleep 0.1; i=$((i+1)); done; sleep 3600) | tail >/dev/null", mib/10)
+	return fmt.Sprintf("(i=0; while [ $i -lt %d ]; do head -c 10485760 /dev/zero || exit 1; sleep 0.1; i=$((i+1)); done; sleep 3600) | tail >/dev/null", mib/10)
 }
 
 // pod is a BestEffort busybox pod on the node running script, with an

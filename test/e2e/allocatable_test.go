@@ -139,9 +139,10 @@ func oomKills(t *testing.T) int64 {
 }
 
 // hogScript grows a process's memory by 10 MiB every 0.1 s (busybox tail
-// holding a line that never ends) up to mib MiB, then holds it.
+// holding a line that never ends) up to mib MiB, then holds it; the
+// container ends if tail is killed (the OOM killer's victim).
 func hogScript(mib int) string {
-	return fmt.Sprintf("(i=0; while [ $i -lt %d ]; do head -c 10485760 /dev/zero; sleep 0.1; i=$((i+1)); done; sleep 3600) | tail >/dev/null", mib/10)
+	return fmt.Sprintf("(i=0; while [ $i -lt %d ]; do head -c 10485760 /dev/zero || exit 1; sleep 0.1; i=$((i+1)); done; sleep 3600) | tail >/dev/null", mib/10)
 }
 
 // TestEvictionAllocatableMemory: upstream's allocatableMemory.available,
