@@ -47,7 +47,7 @@ func main() {
 	defer flushLogs()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	n, err := nodelet.New(opts)
+	n, err := nodelet.New(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		os.Exit(2)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # cluster-up: a real control plane on 127.0.0.1 for the local stack: etcd,
-# kube-apiserver (Node,RBAC authorization, NodeRestriction), kube-controller-
-# manager (fast node-monitor flags) and kube-scheduler, built from the Go
-# module proxy (hack/cluster/build.sh). Idempotent. Adds KUBECONFIG,
-# NODE_NAME, NODE_KUBECONFIG, NODE_TLS_CERT, NODE_TLS_KEY, CLIENT_CA_FILE,
-# KUBECTL and K8S_BIN to .stack/env.
+# kube-apiserver (Node,RBAC authorization, NodeRestriction, bootstrap
+# tokens), kube-controller-manager (fast node-monitor flags, CSR signing
+# with 10-minute certificates) and kube-scheduler, built from the Go
+# module proxy (hack/cluster/build.sh), with kubeadm's TLS bootstrap
+# objects. Idempotent. Adds KUBECONFIG, NODE_NAME, NODE_KUBECONFIG,
+# NODE_TLS_CERT, NODE_TLS_KEY, CLIENT_CA_FILE, BOOTSTRAP_KUBECONFIG, KUBECTL
+# and K8S_BIN to .stack/env.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_root
 [ -f "$STACK_DIR/env" ] || bash "$REPO_ROOT/hack/stack-up.sh"
@@ -78,7 +80,7 @@ start kube-apiserver "$K8S_BIN/kube-apiserver" \
 	--kubelet-certificate-authority="$PKI/ca.crt" --kubelet-preferred-address-types=InternalIP \
 	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 	--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-	--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+	--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --enable-bootstrap-token-auth \
 	--service-cluster-ip-range=10.96.0.0/12 --allow-privileged=true
 wait_for kube-apiserver 90 api /readyz
 
@@ -88,13 +90,62 @@ start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
 	--leader-elect=false --use-service-account-credentials \
 	--service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
 	--cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
-	--controllers='*,bootstrapsigner,tokencleaner' \
+	--controllers='*,bootstrapsigner,tokencleaner' --cluster-signing-duration=10m \
 	--node-monitor-period=1s --node-monitor-grace-period=10s --node-startup-grace-period=10s
 start kube-scheduler "$K8S_BIN/kube-scheduler" \
 	--kubeconfig="$PKI/scheduler.kubeconfig" --authentication-kubeconfig="$PKI/scheduler.kubeconfig" \
 	--authorization-kubeconfig="$PKI/scheduler.kubeconfig" --bind-address=127.0.0.1 --leader-elect=false
 wait_for kube-controller-manager 60 api /api/v1/namespaces/default/serviceaccounts/default
 wait_for kube-scheduler 60 curl -fsSk https://127.0.0.1:10259/healthz
+
+# What kubeadm gives a cluster for TLS bootstrap: a bootstrap token, the
+# node-bootstrapper role for its group, and the auto-approval of client
+# CSRs (a new node's, with the token; a node's renewal, with its own
+# certificate). Serving CSRs are never auto-approved (the tests approve
+# them). The token is fixed: the control plane is local.
+BOOTSTRAP_TOKEN_ID=nodelt
+BOOTSTRAP_TOKEN_SECRET=0123456789abcdef
+"$K8S_BIN/kubectl" --kubeconfig "$PKI/admin.kubeconfig" apply -f - >/dev/null <<YAML || die "bootstrap token and RBAC"
+apiVersion: v1
+kind: Secret
+metadata:
+  name: bootstrap-token-$BOOTSTRAP_TOKEN_ID
+  namespace: kube-system
+type: bootstrap.kubernetes.io/token
+stringData:
+  token-id: $BOOTSTRAP_TOKEN_ID
+  token-secret: $BOOTSTRAP_TOKEN_SECRET
+  usage-bootstrap-authentication: "true"
+  usage-bootstrap-signing: "true"
+  auth-extra-groups: system:bootstrappers:kubeadm:default-node-token
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:kubelet-bootstrap
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:node-bootstrapper}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: system:bootstrappers}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:node-autoapprove-bootstrap
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:certificates.k8s.io:certificatesigningrequests:nodeclient}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: system:bootstrappers}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:node-autoapprove-certificate-rotation
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:certificates.k8s.io:certificatesigningrequests:selfnodeclient}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: system:nodes}]
+YAML
+"$K8S_BIN/kubectl" config --kubeconfig="$PKI/bootstrap.kubeconfig" set-cluster local --server=https://127.0.0.1:6443 \
+	--certificate-authority="$PKI/ca.crt" >/dev/null
+"$K8S_BIN/kubectl" config --kubeconfig="$PKI/bootstrap.kubeconfig" set-credentials bootstrap \
+	--token="$BOOTSTRAP_TOKEN_ID.$BOOTSTRAP_TOKEN_SECRET" >/dev/null
+"$K8S_BIN/kubectl" config --kubeconfig="$PKI/bootstrap.kubeconfig" set-context default --cluster=local --user=bootstrap >/dev/null
+"$K8S_BIN/kubectl" config --kubeconfig="$PKI/bootstrap.kubeconfig" use-context default >/dev/null
 
 # The cluster block of .stack/env, replaced on every run.
 sed -i '/^# cluster-up begin/,/^# cluster-up end/d' "$STACK_DIR/env"
@@ -109,6 +160,7 @@ export NODE_TLS_CERT="$PKI/node-$NODE_NAME-serving.crt"
 export NODE_TLS_KEY="$PKI/node-$NODE_NAME-serving.key"
 export CLIENT_CA_FILE="$PKI/ca.crt"
 export CLUSTER_PKI="$PKI"
+export BOOTSTRAP_KUBECONFIG="$PKI/bootstrap.kubeconfig"
 export AUDIT_LOG="$CL/logs/audit.log"
 # cluster-up end
 ENV

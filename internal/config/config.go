@@ -30,6 +30,10 @@ type Options struct {
 	ConfigFile string
 	// KubeconfigPath is --kubeconfig; empty means standalone mode.
 	KubeconfigPath string
+	// BootstrapKubeconfig is --bootstrap-kubeconfig: the credentials a
+	// client certificate is requested with when the kubeconfig is missing
+	// or its certificate unusable (TLS bootstrap).
+	BootstrapKubeconfig string
 	// HostnameOverride is --hostname-override.
 	HostnameOverride string
 	// NodeName is the name this node goes by: the hostname override or the
@@ -41,8 +45,9 @@ type Options struct {
 	NodeIP string
 	// NodeLabels is --node-labels.
 	NodeLabels map[string]string
-	// CertDir is --cert-dir: where a self-signed serving certificate is
-	// written when tlsCertFile is not set (<root-dir>/pki by default).
+	// CertDir is --cert-dir: the client and serving certificates of TLS
+	// bootstrap and rotation, or a self-signed serving certificate when
+	// tlsCertFile is not set (<root-dir>/pki by default).
 	CertDir string
 	// EnableServer is --enable-server: serve the kubelet API.
 	EnableServer bool
@@ -135,6 +140,8 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	c := &o.Config
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Path to a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file. Flags override its values.")
 	fs.StringVar(&o.KubeconfigPath, "kubeconfig", o.KubeconfigPath, "Path to a kubeconfig for the API server. Empty runs standalone (static pods only).")
+	fs.StringVar(&o.BootstrapKubeconfig, "bootstrap-kubeconfig", o.BootstrapKubeconfig, "Kubeconfig with bootstrap credentials: used to request a client certificate (written to --cert-dir, with --kubeconfig pointing at it) when --kubeconfig is missing or its certificate is invalid or expired.")
+	fs.BoolVar(&c.RotateCertificates, "rotate-certificates", c.RotateCertificates, "Renew the client certificate through CSRs as it nears expiry.")
 	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "The name of this node, instead of the hostname.")
 	fs.StringVar(&o.RootDir, "root-dir", o.RootDir, "Directory for nodelet's files (pod directories).")
 	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "IP address of the node.")
@@ -150,7 +157,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.Int32Var(&c.ReadOnlyPort, "read-only-port", c.ReadOnlyPort, "Port of the unauthenticated read-only API; 0 disables it.")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "Serving certificate of the kubelet API; a self-signed one is generated in --cert-dir when empty.")
 	fs.StringVar(&c.TLSPrivateKeyFile, "tls-private-key-file", c.TLSPrivateKeyFile, "Key of --tls-cert-file.")
-	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "Directory of the generated serving certificate (default <root-dir>/pki).")
+	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "Directory of the TLS certificates: bootstrapped and rotated ones, or the generated serving certificate (default <root-dir>/pki).")
 	fs.StringVar(&c.TLSMinVersion, "tls-min-version", c.TLSMinVersion, "Minimum TLS version (VersionTLS12, VersionTLS13).")
 	fs.StringSliceVar(&c.TLSCipherSuites, "tls-cipher-suites", c.TLSCipherSuites, "TLS cipher suites of the kubelet API (Go names).")
 	fs.StringVar(&c.Authentication.X509.ClientCAFile, "client-ca-file", c.Authentication.X509.ClientCAFile, "CA bundle that signs accepted client certificates.")

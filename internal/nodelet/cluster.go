@@ -1,8 +1,6 @@
 package nodelet
 
 import (
-	"fmt"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,34 +11,31 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	nodev1 "k8s.io/client-go/kubernetes/typed/node/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/internal/config"
 )
 
-// newClient builds the API client from --kubeconfig, with the
-// configuration's QPS (kubeAPIQPS, kubeAPIBurst), and content type.
-func newClient(opts *config.Options) (kubernetes.Interface, error) {
-	return buildClient(opts, float32(*opts.Config.KubeAPIQPS), int(opts.Config.KubeAPIBurst))
+// newClient builds the API client from the base configuration (the
+// kubeconfig's, clientConfig), with the configuration's QPS (kubeAPIQPS,
+// kubeAPIBurst), and content type.
+func newClient(opts *config.Options, base *rest.Config) (kubernetes.Interface, error) {
+	return buildClient(opts, base, float32(*opts.Config.KubeAPIQPS), int(opts.Config.KubeAPIBurst))
 }
 
 // newEventClient builds the client events are written with: its own rate
 // limit (eventRecordQPS, eventBurst) as upstream, so that a burst of events
 // never delays pod statuses, tokens or the lease.
-func newEventClient(opts *config.Options) (kubernetes.Interface, error) {
+func newEventClient(opts *config.Options, base *rest.Config) (kubernetes.Interface, error) {
 	qps := float32(*opts.Config.EventRecordQPS)
 	if qps == 0 {
 		qps = -1 // upstream: 0 means no limit
 	}
-	return buildClient(opts, qps, int(opts.Config.EventBurst))
+	return buildClient(opts, base, qps, int(opts.Config.EventBurst))
 }
 
-func buildClient(opts *config.Options, qps float32, burst int) (kubernetes.Interface, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", opts.KubeconfigPath)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", opts.KubeconfigPath, err)
-	}
+func buildClient(opts *config.Options, base *rest.Config, qps float32, burst int) (kubernetes.Interface, error) {
+	rc := rest.CopyConfig(base)
 	cfg := &opts.Config
 	rc.QPS = qps
 	rc.Burst = burst

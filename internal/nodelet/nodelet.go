@@ -16,7 +16,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	clientcertificate "k8s.io/client-go/util/certificate"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
@@ -101,6 +103,11 @@ type Nodelet struct {
 	// pendingAdmission holds pods that wait for the Node to be registered.
 	// Owned by the main loop.
 	pendingAdmission []*v1.Pod
+	// clientCerts and servingCerts rotate the client and serving
+	// certificates (rotateCertificates, serverTLSBootstrap); nil otherwise.
+	clientCerts, servingCerts clientcertificate.Manager
+	// restBase is the API clients' base configuration (clientConfig).
+	restBase *rest.Config
 	// sysctls is the node's sysctl allowlist (safe and allowedUnsafeSysctls).
 	sysctls *admission.Sysctls
 
@@ -115,8 +122,10 @@ type Nodelet struct {
 	connected    atomic.Bool
 }
 
-// New returns a Nodelet for opts. It does not connect to anything yet.
-func New(opts *config.Options) (*Nodelet, error) {
+// New returns a Nodelet for opts. It does not connect to anything yet,
+// except for TLS bootstrap (--bootstrap-kubeconfig without
+// rotateCertificates), which waits for the client certificate.
+func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 	n := &Nodelet{
 		opts:     opts,
 		clock:    clock.RealClock{},
@@ -125,20 +134,19 @@ func New(opts *config.Options) (*Nodelet, error) {
 
 		sourcesSeen: map[string]bool{},
 	}
-	if opts.KubeconfigPath != "" {
-		client, err := newClient(opts)
-		if err != nil {
-			return nil, err
-		}
-		n.client = client
-	}
 	var eventClient kubernetes.Interface
 	if opts.KubeconfigPath != "" {
-		c, err := newEventClient(opts)
+		base, err := n.clientConfig(ctx)
 		if err != nil {
 			return nil, err
 		}
-		eventClient = c
+		n.restBase = base
+		if n.client, err = newClient(opts, base); err != nil {
+			return nil, err
+		}
+		if eventClient, err = newEventClient(opts, base); err != nil {
+			return nil, err
+		}
 	}
 	n.recorder = newRecorder(eventClient, opts.NodeName)
 	sysctls, err := admission.NewSysctls(opts.Config.AllowedUnsafeSysctls)

@@ -52,17 +52,22 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 			ips = append(ips, ip)
 		}
 	}
+	serving, err := n.servingCertificate()
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
 	srv, err := server.New(server.Config{
-		NodeName: n.opts.NodeName,
-		Kubelet:  cfg,
-		CertDir:  n.opts.CertDir,
-		Hostname: hostname,
-		NodeIPs:  ips,
-		LogDir:   "/var/log",
-		Client:   n.client,
-		Host:     apiHost{n},
-		Runtime:  rs,
-		Stats:    n.stats,
+		ServingCertificate: serving,
+		NodeName:           n.opts.NodeName,
+		Kubelet:            cfg,
+		CertDir:            n.opts.CertDir,
+		Hostname:           hostname,
+		NodeIPs:            ips,
+		LogDir:             "/var/log",
+		Client:             n.client,
+		Host:               apiHost{n},
+		Runtime:            rs,
+		Stats:              n.stats,
 	})
 	if err != nil {
 		return fmt.Errorf("kubelet API: %w", err)

@@ -65,6 +65,11 @@ type Config struct {
 	// CertDir holds the self-signed serving certificate generated when no
 	// tlsCertFile is configured (<root-dir>/pki by default).
 	CertDir string
+	// ServingCertificate, when set (serverTLSBootstrap), gives the serving
+	// certificate of each handshake instead of the files; nil until the
+	// first one is issued, when handshakes fail with "no serving
+	// certificate available for the kubelet", as upstream's.
+	ServingCertificate func() *tls.Certificate
 	// Hostname and NodeIPs go into a self-signed certificate.
 	Hostname string
 	NodeIPs  []net.IP
@@ -245,6 +250,24 @@ func serve(ctx context.Context, srv *http.Server) error {
 // certificate and applies the TLS version and cipher suites.
 func (s *Server) tlsConfig() (*tls.Config, error) {
 	kc := s.cfg.Kubelet
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Client certificates are verified by the x509 authenticator
+		// against the (reloadable) client CA bundle.
+		ClientAuth: tls.RequestClientCert,
+		NextProtos: []string{"http/1.1"},
+	}
+	if get := s.cfg.ServingCertificate; get != nil {
+		// serverTLSBootstrap: the certificate manager's current one,
+		// swapped in as it is renewed.
+		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := get(); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no serving certificate available for the kubelet")
+		}
+		return s.tlsOptions(cfg)
+	}
 	certFile, keyFile := kc.TLSCertFile, kc.TLSPrivateKeyFile
 	if certFile == "" && keyFile == "" {
 		certFile = filepath.Join(s.cfg.CertDir, "kubelet.crt")
@@ -257,14 +280,13 @@ func (s *Server) tlsConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)
 	}
-	cfg := &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		MinVersion:   tls.VersionTLS12,
-		// Client certificates are verified by the x509 authenticator
-		// against the (reloadable) client CA bundle.
-		ClientAuth: tls.RequestClientCert,
-		NextProtos: []string{"http/1.1"},
-	}
+	cfg.Certificates = []tls.Certificate{cert}
+	return s.tlsOptions(cfg)
+}
+
+// tlsOptions applies the configuration's TLS version and cipher suites.
+func (s *Server) tlsOptions(cfg *tls.Config) (*tls.Config, error) {
+	kc := s.cfg.Kubelet
 	if kc.TLSMinVersion != "" {
 		v, err := cliflag.TLSVersion(kc.TLSMinVersion)
 		if err != nil {

@@ -44,6 +44,10 @@ type Spec struct {
 	// RootDir is the agent's --root-dir (a folder of the agent's temp dir
 	// if empty), e.g. a small filesystem of the caller's.
 	RootDir string
+	// Bootstrap joins with the stack's bootstrap token (TLS bootstrap):
+	// --bootstrap-kubeconfig, and a --kubeconfig in the agent's dir still
+	// to be written, with the certificates in its pki folder.
+	Bootstrap bool
 }
 
 // Config is the KubeletConfiguration both agents get, with dir as the
@@ -120,16 +124,23 @@ func Start(s Spec) (*Proc, error) {
 	if root == "" {
 		root = filepath.Join(dir, "root")
 	}
+	kubeconfig := filepath.Join(pki, "node-"+s.Node+".kubeconfig")
+	if s.Bootstrap {
+		kubeconfig = filepath.Join(dir, "kubeconfig")
+	}
 	args := []string{
 		"--config", cfg,
-		"--kubeconfig", filepath.Join(pki, "node-"+s.Node+".kubeconfig"),
+		"--kubeconfig", kubeconfig,
 		"--root-dir", root,
 		"--hostname-override", s.Node,
 		"--node-ip", s.Env["NODE_IP"],
 		"-v", fmt.Sprint(v),
 	}
-	if s.Name == Upstream {
+	if s.Name == Upstream || s.Bootstrap {
 		args = append(args, "--cert-dir", filepath.Join(dir, "pki"))
+	}
+	if s.Bootstrap {
+		args = append(args, "--bootstrap-kubeconfig", s.Env["BOOTSTRAP_KUBECONFIG"])
 	}
 	f, err := os.Create(filepath.Join(dir, s.Name+".log"))
 	if err != nil {

@@ -88,13 +88,33 @@ func NewClusterNodelet(t testing.TB, c *Cluster, name string) *Nodelet {
 	}
 	n := NewNodelet(t, c.Stack, name)
 	n.ExtraArgs = append(n.ExtraArgs, "--kubeconfig", filepath.Join(c.PKI, "node-"+name+".kubeconfig"))
-	f, err := os.OpenFile(n.ConfigFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
+	n.AppendConfig(fmt.Sprintf("tlsCertFile: %s\ntlsPrivateKeyFile: %s\nauthentication:\n  x509:\n    clientCAFile: %s\n",
+		filepath.Join(c.PKI, "node-"+name+"-serving.crt"), filepath.Join(c.PKI, "node-"+name+"-serving.key"), filepath.Join(c.PKI, "ca.crt")))
+	c.cleanupNode(t, n, name)
+	return n
+}
+
+// NewBootstrapNodelet prepares a nodelet that joins the cluster as node
+// name with the bootstrap token alone, as kubeadm join does:
+// --bootstrap-kubeconfig is the cluster's, --kubeconfig a file still to be
+// written (Nodelet.Kubeconfig), the certificates go to Nodelet.CertDir.
+// The Node object and the test's pods are deleted when the test ends.
+func NewBootstrapNodelet(t testing.TB, c *Cluster, name string) *Nodelet {
+	t.Helper()
+	if c.Env["BOOTSTRAP_KUBECONFIG"] == "" {
+		t.Fatal(".stack/env lacks BOOTSTRAP_KUBECONFIG: run hack/cluster/up.sh")
 	}
-	fmt.Fprintf(f, "tlsCertFile: %s\ntlsPrivateKeyFile: %s\nauthentication:\n  x509:\n    clientCAFile: %s\n",
-		filepath.Join(c.PKI, "node-"+name+"-serving.crt"), filepath.Join(c.PKI, "node-"+name+"-serving.key"), filepath.Join(c.PKI, "ca.crt"))
-	f.Close()
+	n := NewNodelet(t, c.Stack, name)
+	n.Kubeconfig = filepath.Join(filepath.Dir(n.RootDir), "kubeconfig")
+	n.CertDir = filepath.Join(filepath.Dir(n.RootDir), "pki")
+	n.ExtraArgs = append(n.ExtraArgs, "--kubeconfig", n.Kubeconfig, "--bootstrap-kubeconfig", c.Env["BOOTSTRAP_KUBECONFIG"], "--cert-dir", n.CertDir)
+	n.AppendConfig(fmt.Sprintf("authentication:\n  x509:\n    clientCAFile: %s\n", filepath.Join(c.PKI, "ca.crt")))
+	c.cleanupNode(t, n, name)
+	return n
+}
+
+// cleanupNode deletes the node's pods and Node when the test ends.
+func (c *Cluster) cleanupNode(t testing.TB, n *Nodelet, name string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -122,7 +142,6 @@ func NewClusterNodelet(t testing.TB, c *Cluster, name string) *Nodelet {
 			t.Logf("cleanup: delete node %s: %v", name, err)
 		}
 	})
-	return n
 }
 
 func (c *Cluster) sandboxesOf(uid string) []string {

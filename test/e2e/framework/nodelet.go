@@ -22,9 +22,11 @@ import (
 
 // Nodelet is one nodelet process under test with its private directories.
 type Nodelet struct {
-	t        testing.TB
-	Stack    *Stack
-	NodeName string
+	// Kubeconfig and CertDir: a bootstrapping nodelet's (NewBootstrapNodelet).
+	Kubeconfig, CertDir string
+	t                   testing.TB
+	Stack               *Stack
+	NodeName            string
 	// ManifestDir is the static pod directory.
 	ManifestDir string
 	RootDir     string

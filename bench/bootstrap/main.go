@@ -1,0 +1,185 @@
+// Command bootstrap measures TLS bootstrap side by side: nodelet and the
+// upstream kubelet, in turn, join the stack's control plane as node
+// bench-bootstrap with only the bootstrap token (--bootstrap-kubeconfig,
+// rotateCertificates: true, the same KubeletConfiguration otherwise), and
+// the time from the agent's start to its Node Ready is recorded (the
+// client CSR sent, auto-approved and signed by the controller manager, the
+// kubeconfig written, the node registered). It writes the runs as JSON and
+// a Markdown section with both agents' medians.
+//
+//	go run ./bench/bootstrap -doc docs/benchmarks.md
+//
+// Run as root from the repository root with the stack and the control plane
+// up (hack/bench.sh does both).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	remote "k8s.io/cri-client/pkg"
+
+	nodeagent "github.com/nodelet/nodelet/test/agent"
+	"github.com/nodelet/nodelet/test/e2e/framework"
+)
+
+const (
+	sectionBegin = "<!-- bootstrap: begin (bench/bootstrap) -->"
+	sectionEnd   = "<!-- bootstrap: end -->"
+)
+
+// Result is one agent's runs: seconds from start to Node Ready.
+type Result struct {
+	Agent   string    `json:"agent"`
+	Seconds []float64 `json:"secondsToReady"`
+}
+
+func main() {
+	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
+	reps := flag.Int("reps", 5, "runs per agent")
+	out := flag.String("out", "bench/results/bootstrap.json", "raw results (JSON)")
+	section := flag.String("section", "bench/results/bootstrap.md", "Markdown section written from the results")
+	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
+	node := flag.String("node", "bench-bootstrap", "node name")
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		log.Fatal("bootstrap needs root (it runs node agents)")
+	}
+	env, err := framework.ReadEnvFile(filepath.Join(".stack", "env"))
+	if err != nil || env["BOOTSTRAP_KUBECONFIG"] == "" {
+		log.Fatalf("the stack and control plane must be up with a bootstrap token (hack/cluster/up.sh): %v", err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	rt, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(env["CONTAINER_RUNTIME_ENDPOINT"]).
+		WithConnectionTimeout(5 * time.Second).WithTracerProvider(nil).Build(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	host, err := nodeagent.SnapshotHost()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer host.Restore()
+	bin, err := os.MkdirTemp("", "bootstrap-bin-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	nodelet := filepath.Join(bin, "nodelet")
+	log.Print("building nodelet")
+	if _, err := nodeagent.Run("go", "build", "-o", nodelet, "./cmd/nodelet"); err != nil {
+		log.Fatal(err)
+	}
+	cleaner := nodeagent.Cleaner{Client: client, Runtime: rt, Node: *node, Mine: func(string) bool { return false }}
+	var results []Result
+	for _, name := range strings.Split(*agents, ",") {
+		b := nodelet
+		if name == nodeagent.Upstream {
+			b = filepath.Join(env["K8S_BIN"], "kubelet")
+		}
+		r := Result{Agent: name}
+		for i := 0; i < *reps; i++ {
+			start := time.Now()
+			a, err := nodeagent.Start(nodeagent.Spec{Name: name, Binary: b, Node: *node, Env: env, MaxPods: 20, Bootstrap: true,
+				ExtraConfig: "rotateCertificates: true\n"})
+			if err != nil {
+				log.Fatal(err)
+			}
+			err = nodeagent.WaitNodeReady(ctx, client, *node, a, 2*time.Minute)
+			took := time.Since(start).Seconds()
+			a.Stop()
+			if err != nil {
+				log.Fatalf("%s run %d: %v (log %s)", name, i, err, a.LogPath())
+			}
+			log.Printf("%s run %d: start -> node Ready %.2f s", name, i, took)
+			r.Seconds = append(r.Seconds, took)
+			if err := cleaner.CleanNode(ctx, a.Dir); err != nil {
+				log.Printf("cleanup: %v", err)
+			}
+			host.RestoreSysctls()
+			// The node's CSRs go too: the next run starts from nothing.
+			csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+			if err == nil {
+				for _, c := range csrs.Items {
+					if strings.HasSuffix(c.Spec.Username, ":"+*node) || strings.HasPrefix(c.Spec.Username, "system:bootstrap:") {
+						_ = client.CertificatesV1().CertificateSigningRequests().Delete(ctx, c.Name, metav1.DeleteOptions{})
+					}
+				}
+			}
+			_ = os.RemoveAll(a.Dir)
+		}
+		results = append(results, r)
+	}
+	data, _ := json.MarshalIndent(results, "", "  ")
+	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	s := report(results)
+	if err := os.WriteFile(*section, []byte(s), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if *doc != "" {
+		if err := splice(*doc, s); err != nil {
+			log.Fatal(err)
+		}
+	}
+	log.Printf("wrote %s and %s", *out, *section)
+}
+
+func report(results []Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## TLS bootstrap, side by side (bench/bootstrap)\n\n")
+	fmt.Fprintf(&b, "Written by `go run ./bench/bootstrap` on %s. Each agent joins as node bench-bootstrap with the bootstrap\n", time.Now().UTC().Format("2006-01-02"))
+	b.WriteString("token alone (`--bootstrap-kubeconfig`, `rotateCertificates: true`); the client CSR is auto-approved and signed by\n")
+	b.WriteString("the controller manager. Seconds from the agent's start to its Node Ready:\n\n")
+	b.WriteString("| agent | median | min | max | runs |\n|---|---|---|---|---|\n")
+	for _, r := range results {
+		v := append([]float64(nil), r.Seconds...)
+		sort.Float64s(v)
+		if len(v) == 0 {
+			continue
+		}
+		med := v[len(v)/2]
+		if len(v)%2 == 0 {
+			med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f | %d |\n", r.Agent, med, v[0], v[len(v)-1], len(v))
+	}
+	return b.String()
+}
+
+func splice(doc, section string) error {
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	page := string(data)
+	block := sectionBegin + "\n" + section + sectionEnd + "\n"
+	if i, j := strings.Index(page, sectionBegin), strings.Index(page, sectionEnd); i >= 0 && j > i {
+		page = page[:i] + block + page[j+len(sectionEnd)+1:]
+	} else if i := strings.Index(page, "## Raw output"); i >= 0 {
+		page = page[:i] + block + "\n" + page[i:]
+	} else {
+		page += "\n" + block
+	}
+	return os.WriteFile(doc, []byte(page), 0o644)
+}
