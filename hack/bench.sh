@@ -27,6 +27,8 @@ go run ./bench/compare -reps "${BENCH_COMPARE_REPS:-3}" -scale "${BENCH_COMPARE_
 # bench/results/pressure.json.
 go run ./bench/pressure -memory-runs "${BENCH_PRESSURE_MEMORY_RUNS:-10}" -runs "${BENCH_PRESSURE_RUNS:-3}" \
 	-out bench/results/pressure.json -section bench/results/pressure.md
+# TLS bootstrap, side by side (bench/bootstrap).
+go run ./bench/bootstrap -reps "${BENCH_BOOTSTRAP_REPS:-5}" -out bench/results/bootstrap.json -section bench/results/bootstrap.md
 metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if ($i == m) print $(i-1) }' "$out"; }
 {
 	echo "# Benchmarks"
@@ -105,6 +107,10 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "<!-- pressure: begin (bench/pressure) -->"
 	cat bench/results/pressure.md
 	echo "<!-- pressure: end -->"
+	echo
+	echo "<!-- bootstrap: begin (bench/bootstrap) -->"
+	cat bench/results/bootstrap.md
+	echo "<!-- bootstrap: end -->"
 	echo
 	echo "## Raw output"
 	echo

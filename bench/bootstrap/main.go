@@ -110,7 +110,19 @@ func main() {
 			if err != nil {
 				log.Fatalf("%s run %d: %v (log %s)", name, i, err, a.LogPath())
 			}
-			log.Printf("%s run %d: start -> node Ready %.2f s", name, i, took)
+			// It did bootstrap: a client CSR of the bootstrap token's.
+			bootstrapCSRs := 0
+			if csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err == nil {
+				for _, c := range csrs.Items {
+					if strings.HasPrefix(c.Spec.Username, "system:bootstrap:") && c.Spec.SignerName == "kubernetes.io/kube-apiserver-client-kubelet" {
+						bootstrapCSRs++
+					}
+				}
+			}
+			if bootstrapCSRs == 0 {
+				log.Fatalf("%s run %d: Ready without a bootstrap CSR (log %s)", name, i, a.LogPath())
+			}
+			log.Printf("%s run %d: start -> node Ready %.2f s (%d bootstrap CSR)", name, i, took, bootstrapCSRs)
 			r.Seconds = append(r.Seconds, took)
 			if err := cleaner.CleanNode(ctx, a.Dir); err != nil {
 				log.Printf("cleanup: %v", err)
