@@ -26,9 +26,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	remote "k8s.io/cri-client/pkg"
 
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
@@ -61,20 +58,11 @@ func main() {
 	if err != nil || env["BOOTSTRAP_KUBECONFIG"] == "" {
 		log.Fatalf("the stack and control plane must be up with a bootstrap token (hack/cluster/up.sh): %v", err)
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
-	if err != nil {
-		log.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, rt, err := nodeagent.Connect(env, 100, 200)
 	if err != nil {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	rt, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(env["CONTAINER_RUNTIME_ENDPOINT"]).
-		WithConnectionTimeout(5 * time.Second).WithTracerProvider(nil).Build(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
 	host, err := nodeagent.SnapshotHost()
 	if err != nil {
 		log.Fatal(err)
@@ -150,7 +138,7 @@ func main() {
 		log.Fatal(err)
 	}
 	if *doc != "" {
-		if err := splice(*doc, s); err != nil {
+		if err := nodeagent.SpliceSection(*doc, sectionBegin, sectionEnd, s); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -177,21 +165,4 @@ func report(results []Result) string {
 		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f | %d |\n", r.Agent, med, v[0], v[len(v)-1], len(v))
 	}
 	return b.String()
-}
-
-func splice(doc, section string) error {
-	data, err := os.ReadFile(doc)
-	if err != nil {
-		return err
-	}
-	page := string(data)
-	block := sectionBegin + "\n" + section + sectionEnd + "\n"
-	if i, j := strings.Index(page, sectionBegin), strings.Index(page, sectionEnd); i >= 0 && j > i {
-		page = page[:i] + block + page[j+len(sectionEnd)+1:]
-	} else if i := strings.Index(page, "## Raw output"); i >= 0 {
-		page = page[:i] + block + "\n" + page[i:]
-	} else {
-		page += "\n" + block
-	}
-	return os.WriteFile(doc, []byte(page), 0o644)
 }

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	nodeagent "github.com/nodelet/nodelet/test/agent"
 )
 
 const (
@@ -265,7 +267,7 @@ func writeReport(o *options, r *Results) error {
 		return err
 	}
 	if o.doc != "" {
-		return spliceSection(o.doc, b.String())
+		return nodeagent.SpliceSection(o.doc, sectionBegin, sectionEnd, b.String())
 	}
 	return nil
 }
@@ -275,25 +277,6 @@ func valOr(m map[string]float64, k string) float64 {
 		return v
 	}
 	return math.NaN()
-}
-
-// spliceSection replaces the section between the markers in doc, or inserts
-// it before "## Raw output" (or at the end).
-func spliceSection(doc, section string) error {
-	data, err := os.ReadFile(doc)
-	if err != nil {
-		return err
-	}
-	page := string(data)
-	block := sectionBegin + "\n" + section + sectionEnd + "\n"
-	if i, j := strings.Index(page, sectionBegin), strings.Index(page, sectionEnd); i >= 0 && j > i {
-		page = page[:i] + block + page[j+len(sectionEnd)+1:]
-	} else if i := strings.Index(page, "## Raw output"); i >= 0 {
-		page = page[:i] + block + "\n" + page[i:]
-	} else {
-		page += "\n" + block
-	}
-	return os.WriteFile(doc, []byte(page), 0o644)
 }
 
 // bestFloor is the fastest floor burst of n pods (by time to all started).

@@ -48,9 +48,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	internalapi "k8s.io/cri-api/pkg/apis"
-	remote "k8s.io/cri-client/pkg"
 	"k8s.io/utils/ptr"
 
 	nodeagent "github.com/nodelet/nodelet/test/agent"
@@ -216,19 +214,7 @@ func newHarness(o *options) (*harness, error) {
 			return nil, fmt.Errorf(".stack/env lacks %s", k)
 		}
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
-	if err != nil {
-		return nil, err
-	}
-	rc.QPS, rc.Burst = 100, 200
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rt, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(env["CONTAINER_RUNTIME_ENDPOINT"]).
-		WithConnectionTimeout(5 * time.Second).WithTracerProvider(nil).Build(ctx)
+	client, rt, err := nodeagent.Connect(env, 100, 200)
 	if err != nil {
 		return nil, err
 	}

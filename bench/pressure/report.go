@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	nodeagent "github.com/nodelet/nodelet/test/agent"
 )
 
 const (
@@ -114,18 +116,5 @@ func writeReport(o *options, res *Results) error {
 	if o.doc == "" {
 		return nil
 	}
-	data, err := os.ReadFile(o.doc)
-	if err != nil {
-		return err
-	}
-	page := string(data)
-	block := sectionBegin + "\n" + s + sectionEnd + "\n"
-	if i, j := strings.Index(page, sectionBegin), strings.Index(page, sectionEnd); i >= 0 && j > i {
-		page = page[:i] + block + page[j+len(sectionEnd)+1:]
-	} else if i := strings.Index(page, "## Raw output"); i >= 0 {
-		page = page[:i] + block + "\n" + page[i:]
-	} else {
-		page += "\n" + block
-	}
-	return os.WriteFile(o.doc, []byte(page), 0o644)
+	return nodeagent.SpliceSection(o.doc, sectionBegin, sectionEnd, s)
 }

@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	remote "k8s.io/cri-client/pkg"
+)
+
+// Connect is what a benchmark of the agents talks to: an admin client of
+// the stack's control plane (env's KUBECONFIG, with the given QPS and
+// burst) and containerd's CRI runtime service.
+func Connect(env map[string]string, qps float32, burst int) (kubernetes.Interface, internalapi.RuntimeService, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
+	if err != nil {
+		return nil, nil, err
+	}
+	rc.QPS, rc.Burst = qps, burst
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rt, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(env["CONTAINER_RUNTIME_ENDPOINT"]).
+		WithConnectionTimeout(5 * time.Second).WithTracerProvider(nil).Build(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return client, rt, nil
+}
+
+// SpliceSection puts section between the markers begin and end of the
+// Markdown page doc, replacing what was there, or inserts it before
+// "## Raw output" (or at the end).
+func SpliceSection(doc, begin, end, section string) error {
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	page := string(data)
+	block := begin + "\n" + section + end + "\n"
+	if i, j := strings.Index(page, begin), strings.Index(page, end); i >= 0 && j > i {
+		page = page[:i] + block + page[j+len(end)+1:]
+	} else if i := strings.Index(page, "## Raw output"); i >= 0 {
+		page = page[:i] + block + "\n" + page[i:]
+	} else {
+		page += "\n" + block
+	}
+	if err := os.WriteFile(doc, []byte(page), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", doc, err)
+	}
+	return nil
+}
