@@ -501,6 +501,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 		errs = append(errs, fmt.Errorf("fileCheckFrequency must be positive, got %v", c.FileCheckFrequency.Duration))
 	}
 	errs = append(errs, validateEnforceNodeAllocatable(c)...)
+	errs = append(errs, validateShutdown(c)...)
 	if c.MaxPods < 0 {
 		errs = append(errs, fmt.Errorf("maxPods must not be negative, got %d", c.MaxPods))
 	}
@@ -604,6 +605,26 @@ func validateEnforceNodeAllocatable(c *kubeletv1beta1.KubeletConfiguration) []er
 		if c.CgroupsPerQOS != nil && !*c.CgroupsPerQOS {
 			errs = append(errs, fmt.Errorf("invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true when %q contained in %s", v, key))
 		}
+	}
+	return errs
+}
+
+// validateShutdown checks the graceful node shutdown settings as upstream
+// does, with its messages.
+func validateShutdown(c *kubeletv1beta1.KubeletConfiguration) []error {
+	var errs []error
+	period, critical := c.ShutdownGracePeriod.Duration, c.ShutdownGracePeriodCriticalPods.Duration
+	if critical > period {
+		errs = append(errs, fmt.Errorf("invalid configuration: shutdownGracePeriodCriticalPods %v must be <= shutdownGracePeriod %v", critical, period))
+	}
+	if period < 0 || (period > 0 && period < time.Second) {
+		errs = append(errs, fmt.Errorf("invalid configuration: shutdownGracePeriod %v must be either zero or otherwise >= 1 sec", period))
+	}
+	if critical < 0 || (critical > 0 && critical < time.Second) {
+		errs = append(errs, fmt.Errorf("invalid configuration: shutdownGracePeriodCriticalPods %v must be either zero or otherwise >= 1 sec", critical))
+	}
+	if len(c.ShutdownGracePeriodByPodPriority) != 0 && (period > 0 || critical > 0) {
+		errs = append(errs, errors.New("invalid configuration: Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"))
 	}
 	return errs
 }

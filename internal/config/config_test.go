@@ -277,3 +277,20 @@ func TestNodeAllocatableSettings(t *testing.T) {
 		t.Errorf("none without QoS cgroups: %v", err)
 	}
 }
+
+func TestShutdownSettings(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		"shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n": "shutdownGracePeriodCriticalPods 20s must be <= shutdownGracePeriod 10s",
+		"shutdownGracePeriod: 500ms\n":                                     "shutdownGracePeriod 500ms must be either zero or otherwise >= 1 sec",
+		"shutdownGracePeriod: 30s\nshutdownGracePeriodByPodPriority:\n- priority: 1\n  shutdownGracePeriodSeconds: 10\n": "Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time",
+		"shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n":                                               "",
+	} {
+		path := filepath.Join(dir, "config")
+		_ = os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+body), 0o644)
+		_, err := Parse(context.Background(), []string{"--config", path, "--hostname-override", "n"})
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
+	}
+}
