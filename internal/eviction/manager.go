@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -476,16 +477,7 @@ func (m *Manager) evict(ctx context.Context, p *v1.Pod, grace int64, msg string,
 		}
 		c := *cond
 		c.LastTransitionTime = now
-		for i := range st.Conditions {
-			if st.Conditions[i].Type == c.Type {
-				if st.Conditions[i].Status == c.Status {
-					c.LastTransitionTime = st.Conditions[i].LastTransitionTime
-				}
-				st.Conditions[i] = c
-				return
-			}
-		}
-		st.Conditions = append(st.Conditions, c)
+		podspec.SetCondition(st, c)
 	})
 }
 

@@ -77,6 +77,17 @@ var (
 		Help:    "Interval in seconds between relisting in PLEG.",
 		Buckets: prometheus.DefBuckets,
 	})
+	// GracefulShutdownStartTime and GracefulShutdownEndTime are
+	// kubelet_graceful_shutdown_{start,end}_time_seconds: the last
+	// graceful node shutdown's times since the epoch (end 0 while one runs).
+	GracefulShutdownStartTime = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "kubelet", Name: "graceful_shutdown_start_time_seconds",
+		Help: "Last graceful shutdown start time since unix epoch in seconds",
+	})
+	GracefulShutdownEndTime = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "kubelet", Name: "graceful_shutdown_end_time_seconds",
+		Help: "Last graceful shutdown end time since unix epoch in seconds",
+	})
 	// PLEGLastSeen is kubelet_pleg_last_seen_seconds.
 	PLEGLastSeen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "kubelet", Name: "pleg_last_seen_seconds",
@@ -172,6 +183,7 @@ func init() {
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGRelistInterval, PLEGLastSeen, HTTPRequests, HTTPInflight, running,
 		Evictions, EvictionStatsAge, ImageGarbageCollected,
+		GracefulShutdownStartTime, GracefulShutdownEndTime,
 	)
 }
 

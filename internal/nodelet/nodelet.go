@@ -42,6 +42,7 @@ import (
 	"github.com/nodelet/nodelet/internal/podsync"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/shutdown"
 	"github.com/nodelet/nodelet/internal/source/apiserver"
 	"github.com/nodelet/nodelet/internal/source/file"
 	"github.com/nodelet/nodelet/internal/source/services"
@@ -88,7 +89,9 @@ type Nodelet struct {
 	cgroups     *cm.Manager
 	stats       *stats.Provider
 	eviction    *eviction.Manager
-	imageGC     *imagegc.Manager
+	// shutdown is graceful node shutdown; nil when off.
+	shutdown *shutdown.Manager
+	imageGC  *imagegc.Manager
 
 	// Cluster mode only (nil standalone).
 	client     kubernetes.Interface
@@ -261,6 +264,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	n.checkSourcesReady()
 	goRun(func() { n.pleg.Run(ctx) })
 	goRun(func() { n.eviction.Run(ctx) }) // pressure conditions
+	if n.shutdown != nil {
+		goRun(func() { n.shutdown.Run(ctx) })
+	}
 	goRun(func() { n.imageGC.Run(ctx) })
 	goRun(func() { n.runContainerGC(ctx) })
 
@@ -408,6 +414,9 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	if n.eviction, err = n.newEviction(ctx); err != nil {
 		return err
 	}
+	if n.shutdown, err = n.newShutdown(); err != nil {
+		return err
+	}
 	if n.client != nil {
 		if err := n.setupCluster(cfg, rs, is); err != nil {
 			return err
@@ -443,7 +452,7 @@ func (n *Nodelet) setupCluster(cfg *kubeletv1beta1.KubeletConfiguration, rs inte
 	if n.nodeStatus, err = nodestatus.New(nodestatus.Config{
 		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
 		Kubelet: cfg, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
-		Pressure: n.eviction,
+		Pressure: n.eviction, ShuttingDown: n.shuttingDown,
 	}); err != nil {
 		return err
 	}

@@ -75,6 +75,9 @@ func (n *Nodelet) admitAndRun(ctx context.Context, p *v1.Pod) {
 		if r.Admit {
 			r = admission.Admit(node, p, n.activePods(p))
 		}
+		if r.Admit && n.shutdown != nil {
+			r = n.shutdown.Admit(p)
+		}
 		if !r.Admit {
 			logger.Info("Pod rejected by admission", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
 			n.pods.Reject(p.UID)

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -58,6 +59,9 @@ type Config struct {
 	// Pressure gives the node's pressure conditions (the eviction
 	// manager); nil reports none.
 	Pressure Pressure
+	// ShuttingDown makes the node not ready with its error while the
+	// machine shuts down (the shutdown manager); nil: never.
+	ShuttingDown func() error
 }
 
 // Pressure is what the node's pressure conditions come from.
@@ -130,6 +134,15 @@ func New(cfg Config) (*Manager, error) {
 		UpdateFunc: func(_, cur any) { poke(cur) },
 	})
 	return m, nil
+}
+
+// Refresh makes Run compute and report the status now (a shutdown began or
+// was cancelled).
+func (m *Manager) Refresh() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
 }
 
 // Node returns the latest Node object, nil before registration.
@@ -392,7 +405,11 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 	n.Status.Images = m.images(ctx)
 
 	readyStatus, readyReason, readyMsg := v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"
-	if err := m.runtimeReady(ctx); err != nil {
+	errs := []error{m.runtimeReady(ctx)}
+	if m.cfg.ShuttingDown != nil {
+		errs = append(errs, m.cfg.ShuttingDown())
+	}
+	if err := utilerrors.NewAggregate(errs); err != nil {
 		readyStatus, readyReason, readyMsg = v1.ConditionFalse, "KubeletNotReady", err.Error()
 	}
 	now := metav1.NewTime(m.cfg.Clock.Now())

@@ -1,7 +1,12 @@
 package nodestatus
 
 import (
+	"context"
+	"errors"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
@@ -36,4 +41,38 @@ func TestNew(t *testing.T) {
 	}, func(t *testing.T, m *Manager) {
 		ctortest.RealClock(t, m.cfg.Clock)
 	})
+}
+
+func TestReadyWhileShuttingDown(t *testing.T) {
+	rt := critest.NewFakeRuntimeService()
+	rt.FakeStatus = &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: true}, {Type: runtimeapi.NetworkReady, Status: true}}}
+	var shutdown error
+	m, err := New(Config{Client: fake.NewClientset(), NodeName: "n1", Recorder: record.NewFakeRecorder(10),
+		Kubelet: &kubeletv1beta1.KubeletConfiguration{}, Runtime: rt, Images: critest.NewFakeImageService(),
+		ShuttingDown: func() error { return shutdown }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		shutdown        error
+		status          v1.ConditionStatus
+		reason, message string
+	}{
+		{nil, v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"},
+		{errors.New("node is shutting down"), v1.ConditionFalse, "KubeletNotReady", "node is shutting down"},
+	} {
+		shutdown = tc.shutdown
+		n := &v1.Node{}
+		m.fillStatus(context.Background(), n)
+		var ready *v1.NodeCondition
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == v1.NodeReady {
+				ready = &n.Status.Conditions[i]
+			}
+		}
+		if ready == nil || ready.Status != tc.status || ready.Reason != tc.reason || ready.Message != tc.message {
+			t.Errorf("shutdown %v: Ready %+v, want %s %s %q", tc.shutdown, ready, tc.status, tc.reason, tc.message)
+		}
+	}
 }

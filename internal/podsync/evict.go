@@ -3,6 +3,7 @@ package podsync
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -10,14 +11,19 @@ import (
 
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/status"
 )
 
-// eviction is a pod the eviction manager asked to stop: the grace period
-// and what to make of its status, and whether its resources are freed.
+// eviction is a pod the node stops on its own (the eviction manager, a
+// node shutdown): the grace period and what to make of its status, whether
+// its resources are to be freed too, and whether that is done.
 type eviction struct {
 	grace  int64
 	status func(*v1.PodStatus)
-	done   bool
+	// keep: stop the containers only (a node shutdown), as upstream's kill
+	// does; an eviction removes them and the volumes to free the node.
+	keep bool
+	done atomic.Bool
 }
 
 // Evict asks for the pod to be stopped within grace seconds at its next
@@ -29,16 +35,25 @@ func (s *Syncer) Evict(uid types.UID, grace int64, status func(*v1.PodStatus)) {
 	s.evictions.LoadOrStore(uid, &eviction{grace: grace, status: status})
 }
 
-// Evicted reports whether an evicted pod's containers are stopped and its
-// containers and volumes removed.
+// Shutdown asks for the pod to be stopped within grace seconds at its next
+// sync and reported with status applied (the node shutdown's Failed,
+// Terminated): its containers stay, as after upstream's kill. The caller
+// wakes the pod's worker.
+func (s *Syncer) Shutdown(uid types.UID, grace int64, status func(*v1.PodStatus)) {
+	s.evictions.LoadOrStore(uid, &eviction{grace: grace, status: status, keep: true})
+}
+
+// Evicted reports whether a pod given to Evict or Shutdown is done: its
+// containers stopped and, for an eviction, its containers and volumes
+// removed.
 func (s *Syncer) Evicted(uid types.UID) bool {
 	v, ok := s.evictions.Load(uid)
-	return ok && v.(*eviction).done
+	return ok && v.(*eviction).done.Load()
 }
 
 // evict stops a pod the eviction manager chose (see Evict).
 func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, ev *eviction) error {
-	if ev.done {
+	if ev.done.Load() {
 		return nil
 	}
 	logger := klog.FromContext(ctx)
@@ -53,6 +68,11 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 		return err
 	}
 	s.fail(ctx, pod, fresh, ev.status)
+	if ev.keep {
+		ev.done.Store(true)
+		logger.Info("Pod stopped for the node shutdown", "pod", klog.KObj(pod), "podUID", pod.UID, "gracePeriod", grace)
+		return nil
+	}
 	// What the pod held on the node goes now, as upstream's container
 	// garbage collection and volume manager do for an evicted pod: its
 	// writable layers, logs and volumes. Its status stays.
@@ -64,7 +84,7 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 	if err != nil {
 		return err
 	}
-	ev.done = true
+	ev.done.Store(true)
 	logger.Info("Pod evicted", "pod", klog.KObj(pod), "podUID", pod.UID, "gracePeriod", grace)
 	return nil
 }
@@ -75,5 +95,6 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 func (s *Syncer) fail(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, apply func(*v1.PodStatus)) {
 	st := s.generate(pod, rs, kubecontainer.SyncResult{}, s.previous(pod))
 	apply(&st)
+	status.NotReadyWhenTerminal(&st, s.clock.Now())
 	s.cfg.Statuses.Set(ctx, pod, st)
 }

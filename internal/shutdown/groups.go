@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // The pod status of a pod stopped for a node shutdown, as upstream.
@@ -113,18 +115,8 @@ func SetStatus(status *v1.PodStatus, now time.Time) {
 		status.Phase = v1.PodFailed
 	}
 	status.Reason, status.Message = Reason, Message
-	cond := v1.PodCondition{
+	podspec.SetCondition(status, v1.PodCondition{
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: Message,
 		LastTransitionTime: metav1.NewTime(now),
-	}
-	for i := range status.Conditions {
-		if status.Conditions[i].Type == v1.DisruptionTarget {
-			if status.Conditions[i].Status == v1.ConditionTrue {
-				cond.LastTransitionTime = status.Conditions[i].LastTransitionTime
-			}
-			status.Conditions[i] = cond
-			return
-		}
-	}
-	status.Conditions = append(status.Conditions, cond)
+	})
 }

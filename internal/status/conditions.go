@@ -3,8 +3,10 @@ package status
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/podspec"
@@ -167,4 +169,29 @@ func ReadyToStartContainersCondition(pod *v1.Pod, rs *kubecontainer.PodStatus) v
 		return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
 	}
 	return c
+}
+
+// NotReadyWhenTerminal makes a status the node put in a terminal phase
+// while its containers still run (an eviction, a node shutdown) say so:
+// no container ready, ContainersReady and Ready False with the phase's
+// reason, never Failed and Ready at once (upstream #108594).
+func NotReadyWhenTerminal(st *v1.PodStatus, now time.Time) {
+	if !podspec.IsTerminal(st.Phase) {
+		return
+	}
+	reason := ReasonPodFailed
+	if st.Phase == v1.PodSucceeded {
+		reason = ReasonPodCompleted
+	}
+	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for i := range list {
+			list[i].Ready = false
+		}
+	}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if (c.Type == v1.ContainersReady || c.Type == v1.PodReady) && c.Status == v1.ConditionTrue {
+			c.Status, c.Reason, c.Message, c.LastTransitionTime = v1.ConditionFalse, reason, "", metav1.NewTime(now)
+		}
+	}
 }

@@ -2,8 +2,10 @@ package status
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestConditions(t *testing.T) {
@@ -88,5 +90,44 @@ func TestConditions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestNotReadyWhenTerminal(t *testing.T) {
+	t0, t1 := metav1.NewTime(time.Unix(100, 0)), time.Unix(200, 0)
+	running := func(phase v1.PodPhase) v1.PodStatus {
+		return v1.PodStatus{Phase: phase,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "c", Ready: true}},
+			Conditions: []v1.PodCondition{
+				{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: t0},
+				{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: t0},
+				{Type: v1.PodInitialized, Status: v1.ConditionTrue, LastTransitionTime: t0},
+			}}
+	}
+	for _, tc := range []struct {
+		phase  v1.PodPhase
+		ready  v1.ConditionStatus
+		reason string
+	}{
+		{v1.PodRunning, v1.ConditionTrue, ""},
+		{v1.PodFailed, v1.ConditionFalse, ReasonPodFailed},
+		{v1.PodSucceeded, v1.ConditionFalse, ReasonPodCompleted},
+	} {
+		st := running(tc.phase)
+		NotReadyWhenTerminal(&st, t1)
+		for _, c := range st.Conditions[:2] {
+			if c.Status != tc.ready || c.Reason != tc.reason {
+				t.Errorf("%s: %s %s %q, want %s %q", tc.phase, c.Type, c.Status, c.Reason, tc.ready, tc.reason)
+			}
+			if tc.ready == v1.ConditionFalse && !c.LastTransitionTime.Time.Equal(t1) {
+				t.Errorf("%s: %s transition %v", tc.phase, c.Type, c.LastTransitionTime)
+			}
+		}
+		if st.Conditions[2].Status != v1.ConditionTrue {
+			t.Errorf("%s: Initialized changed", tc.phase)
+		}
+		if st.ContainerStatuses[0].Ready != (tc.ready == v1.ConditionTrue) {
+			t.Errorf("%s: container ready %v", tc.phase, st.ContainerStatuses[0].Ready)
+		}
 	}
 }

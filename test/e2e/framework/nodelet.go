@@ -35,8 +35,9 @@ type Nodelet struct {
 	HealthzPort int
 	// APIPort is the kubelet API's port (HTTPS).
 	APIPort int
-	// ExtraArgs are appended to every start.
+	// ExtraArgs are appended to every start; Env to its environment.
 	ExtraArgs []string
+	Env       []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -115,6 +116,7 @@ func (n *Nodelet) Start() {
 	}, n.ExtraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), n.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		n.t.Fatal(err)
