@@ -116,3 +116,14 @@ func (p *RunningPod) Running() bool {
 	}
 	return false
 }
+
+// AnyRunning reports whether a container of the pod may still run: one
+// running, created or of unknown state.
+func (s *PodStatus) AnyRunning() bool {
+	for _, c := range s.Containers {
+		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			return true
+		}
+	}
+	return false
+}

@@ -3,6 +3,7 @@ package podsync
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/status"
 )
 
@@ -89,12 +91,23 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 	return nil
 }
 
-// fail records the pod's status as generated from rs, with apply applied:
-// a pod stopped by the node itself (active deadline, eviction) is Failed at
-// once, its containers stopping after.
+// fail records the pod's status as generated from rs, with apply applied,
+// for a pod the node stops itself (active deadline, eviction, shutdown):
+// not ready at once; Failed once no container runs.
 func (s *Syncer) fail(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, apply func(*v1.PodStatus)) {
 	st := s.generate(pod, rs, kubecontainer.SyncResult{}, s.previous(pod))
+	phase, reason, message := st.Phase, st.Reason, st.Message
+	hadDisruption := slices.ContainsFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
 	apply(&st)
 	status.NotReadyWhenTerminal(&st, s.clock.Now())
+	if podspec.IsTerminal(st.Phase) && rs.AnyRunning() {
+		// Not terminal while a container may run, as upstream's
+		// mergePodStatus: the phase (and the DisruptionTarget condition)
+		// wait for the containers to stop; readiness goes now.
+		st.Phase, st.Reason, st.Message = phase, reason, message
+		if !hadDisruption {
+			st.Conditions = slices.DeleteFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
+		}
+	}
 	s.cfg.Statuses.Set(ctx, pod, st)
 }

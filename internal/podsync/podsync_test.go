@@ -3,6 +3,7 @@ package podsync
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,24 +26,40 @@ import (
 )
 
 // fakeRuntime answers GetPodStatus with before until SyncPod ran, then with
-// after (what the sync created), and records the calls.
+// after (what the sync created), its containers exited once KillPod ran,
+// and records the calls.
 type fakeRuntime struct {
 	before, after *kubecontainer.PodStatus
 	result        kubecontainer.SyncResult
 	synced        bool
+	killed        bool
+	onKill        func()
 	calls         []string
 	killGrace     *int64
 }
 
 func (r *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubecontainer.PodStatus, error) {
 	r.calls = append(r.calls, "GetPodStatus")
-	if r.synced && r.after != nil {
-		return r.after, nil
+	st := &kubecontainer.PodStatus{UID: uid, Name: name, Namespace: ns}
+	switch {
+	case r.synced && r.after != nil:
+		st = r.after
+	case r.before != nil:
+		st = r.before
 	}
-	if r.before != nil {
-		return r.before, nil
+	if !r.killed {
+		return st, nil
 	}
-	return &kubecontainer.PodStatus{UID: uid, Name: name, Namespace: ns}, nil
+	out := *st
+	out.Containers = nil
+	for _, c := range st.Containers {
+		cc := *c
+		if cc.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			cc.State, cc.ExitCode = runtimeapi.ContainerState_CONTAINER_EXITED, 137
+		}
+		out.Containers = append(out.Containers, &cc)
+	}
+	return &out, nil
 }
 
 func (r *fakeRuntime) SyncPod(context.Context, *v1.Pod, *kubecontainer.PodStatus, kuberuntime.PodEnv) (kubecontainer.SyncResult, error) {
@@ -54,6 +71,10 @@ func (r *fakeRuntime) SyncPod(context.Context, *v1.Pod, *kubecontainer.PodStatus
 func (r *fakeRuntime) KillPod(_ context.Context, _ *v1.Pod, _ *kubecontainer.RunningPod, grace *int64) error {
 	r.calls = append(r.calls, "KillPod")
 	r.killGrace = grace
+	r.killed = true
+	if r.onKill != nil {
+		r.onKill()
+	}
 	return nil
 }
 
@@ -275,7 +296,7 @@ func TestSyncPod(t *testing.T) {
 			},
 		},
 		{
-			name: "past the active deadline: Failed/DeadlineExceeded at once, then killed",
+			name: "past the active deadline: killed, then Failed/DeadlineExceeded",
 			prepare: func(f *fixture, pod *v1.Pod) {
 				pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](5)
 				f.statuses.Set(context.Background(), pod, v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: t0.Add(-10 * time.Second)}})
@@ -521,7 +542,7 @@ func TestActiveDeadline(t *testing.T) {
 	}
 }
 
-// An evicted pod: Failed with the eviction's status at once, stopped with
+// An evicted pod: not ready at once, Failed with the eviction's status once stopped with
 // the eviction's grace period, its containers and volumes removed; the
 // next syncs neither start nor stop it again; cleanup forgets it.
 func TestEvict(t *testing.T) {
@@ -538,6 +559,14 @@ func TestEvict(t *testing.T) {
 	})
 	if f.s.Evicted(pod.UID) {
 		t.Fatal("evicted before its sync")
+	}
+	// While its containers stop: not ready, not yet Failed (upstream's
+	// mergePodStatus), no DisruptionTarget yet.
+	f.runtime.onKill = func() {
+		st, _ := f.statuses.Get(pod.UID)
+		if st.Phase != v1.PodRunning || podReadyStatus(st) != v1.ConditionFalse || slices.ContainsFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget }) {
+			t.Errorf("status while stopping %s ready %s %v", st.Phase, podReadyStatus(st), st.Conditions)
+		}
 	}
 	if _, err := f.s.SyncPod(context.Background(), pod); err != nil {
 		t.Fatal(err)
@@ -571,4 +600,13 @@ func TestEvict(t *testing.T) {
 	if f.s.Evicted(pod.UID) {
 		t.Error("the eviction outlived the pod's cleanup")
 	}
+}
+
+func podReadyStatus(st v1.PodStatus) v1.ConditionStatus {
+	for _, c := range st.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status
+		}
+	}
+	return ""
 }
