@@ -44,6 +44,9 @@ type Spec struct {
 	// RootDir is the agent's --root-dir (a folder of the agent's temp dir
 	// if empty), e.g. a small filesystem of the caller's.
 	RootDir string
+	// ExtraEnv is added to the agent's environment (e.g. the system bus's
+	// DBUS_SYSTEM_BUS_ADDRESS).
+	ExtraEnv []string
 	// Bootstrap joins with the stack's bootstrap token (TLS bootstrap):
 	// --bootstrap-kubeconfig, and a --kubeconfig in the agent's dir still
 	// to be written, with the certificates in its pki folder.
@@ -148,6 +151,7 @@ func Start(s Spec) (*Proc, error) {
 	}
 	cmd := exec.Command(s.Binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), s.ExtraEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -28,6 +28,14 @@ type Logind struct {
 	Address string
 	// EventsFile has the fake's steps, one JSON object per line.
 	EventsFile string
+
+	procs []proc
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
 }
 
 // LogindEvent is one line of the fake's events file.
@@ -45,7 +53,7 @@ type LogindEvent struct {
 // removed before and after). Both stop when the test ends.
 func StartLogind(t testing.TB, confFile string) *Logind {
 	t.Helper()
-	for _, bin := range []string{"dbus-daemon", "busctl"} {
+	for _, bin := range []string{"dbus-daemon", "busctl", "systemd-inhibit"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if InCI() {
 				t.Fatalf("%s is missing: hack/stack-up.sh installs it", bin)
@@ -53,17 +61,32 @@ func StartLogind(t testing.TB, confFile string) *Logind {
 			t.Skipf("%s is missing: run hack/stack-up.sh", bin)
 		}
 	}
-	removeDrop := func() {
-		if err := os.Remove(LogindConfDrop); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("removing %s: %v", LogindConfDrop, err)
-		}
+	bin, err := BuildTool("./hack/tools/fakelogind")
+	if err != nil {
+		t.Fatal(err)
 	}
-	removeDrop()
-	t.Cleanup(removeDrop)
-	dir := t.TempDir()
+	l, err := LaunchLogind(t.TempDir(), bin, confFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if logs := l.Stop(); t.Failed() {
+			t.Logf("bus and fake logind logs:\n%s", logs)
+		}
+	})
+	return l
+}
+
+// LaunchLogind starts the bus and the fake logind (binary bin) with their
+// files in dir; Stop stops them. LogindConfDrop is removed first and by
+// Stop.
+func LaunchLogind(dir, bin, confFile string) (*Logind, error) {
+	if err := os.Remove(LogindConfDrop); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	sock := filepath.Join(dir, "system_bus_socket")
 	conf := filepath.Join(dir, "bus.conf")
-	writeFile(t, conf, fmt.Sprintf(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>system</type>
@@ -77,51 +100,83 @@ func StartLogind(t testing.TB, confFile string) *Logind {
     <allow receive_sender="*"/>
   </policy>
 </busconfig>
-`, sock))
+`, sock)), 0o644); err != nil {
+		return nil, err
+	}
 	l := &Logind{Address: "unix:path=" + sock, EventsFile: filepath.Join(dir, "events.jsonl")}
-	daemon := startProcess(t, filepath.Join(dir, "dbus-daemon.log"), nil, "dbus-daemon", "--config-file="+conf, "--nofork")
-	Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool { _, err := os.Stat(sock); return err == nil }, "dbus-daemon did not listen on %s", sock)
+	fail := func(err error) (*Logind, error) {
+		logs := l.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, logs)
+	}
+	if err := l.start(filepath.Join(dir, "dbus-daemon.log"), nil, "dbus-daemon", "--config-file="+conf, "--nofork"); err != nil {
+		return fail(err)
+	}
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }) {
+		return fail(fmt.Errorf("dbus-daemon did not listen on %s", sock))
+	}
 	if confFile == "" {
 		confFile = filepath.Join(dir, "logind.conf") // none
 	}
-	startProcess(t, filepath.Join(dir, "fakelogind.log"), []string{"DBUS_SYSTEM_BUS_ADDRESS=" + l.Address},
-		ToolBinary(t, "./hack/tools/fakelogind"), "-conf", confFile, "-conf-dir", filepath.Dir(LogindConfDrop), "-events", l.EventsFile)
-	Eventually(t, 10*time.Second, 20*time.Millisecond, func() bool { return len(l.Events(t)) > 0 }, "fakelogind did not start")
-	_ = daemon
-	return l
+	if err := l.start(filepath.Join(dir, "fakelogind.log"), l.Env(), bin,
+		"-conf", confFile, "-conf-dir", filepath.Dir(LogindConfDrop), "-events", l.EventsFile); err != nil {
+		return fail(err)
+	}
+	if !waitFor(10*time.Second, func() bool { evs, _ := l.ReadEvents(); return len(evs) > 0 }) {
+		return fail(errors.New("fakelogind did not start"))
+	}
+	return l, nil
 }
 
-// startProcess starts a helper process logging to logFile; it is stopped
-// (SIGTERM, then SIGKILL) when the test ends, its log shown if it failed.
-func startProcess(t testing.TB, logFile string, env []string, name string, args ...string) *exec.Cmd {
-	t.Helper()
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// start starts a helper process logging to logFile.
+func (l *Logind) start(logFile string, env []string, name string, args ...string) error {
 	f, err := os.Create(logFile)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
+		f.Close()
+		return fmt.Errorf("starting %s: %w", name, err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	l.procs = append(l.procs, proc{cmd: cmd, done: done, log: logFile})
+	return nil
+}
+
+// Stop stops the fake logind and the bus (SIGTERM, then SIGKILL), removes
+// LogindConfDrop and returns their logs' ends.
+func (l *Logind) Stop() string {
+	var logs strings.Builder
+	for i := len(l.procs) - 1; i >= 0; i-- {
+		p := l.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+			_ = p.cmd.Process.Kill()
+			<-p.done
 		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile)
-			t.Logf("%s log:\n%s", filepath.Base(name), tail(string(b), 40))
-		}
-	})
-	return cmd
+		b, _ := os.ReadFile(p.log)
+		fmt.Fprintf(&logs, "== %s\n%s\n", filepath.Base(p.log), tail(string(b), 40))
+	}
+	l.procs = nil
+	_ = os.Remove(LogindConfDrop)
+	return logs.String()
 }
 
 // Env is the environment a client of the bus needs.
@@ -130,12 +185,21 @@ func (l *Logind) Env() []string { return []string{"DBUS_SYSTEM_BUS_ADDRESS=" + l
 // Events are the fake's steps so far.
 func (l *Logind) Events(t testing.TB) []LogindEvent {
 	t.Helper()
-	f, err := os.Open(l.EventsFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	evs, err := l.ReadEvents()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return evs
+}
+
+// ReadEvents reads the fake's steps so far.
+func (l *Logind) ReadEvents() ([]LogindEvent, error) {
+	f, err := os.Open(l.EventsFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	var out []LogindEvent
@@ -143,11 +207,11 @@ func (l *Logind) Events(t testing.TB) []LogindEvent {
 	for sc.Scan() {
 		var e LogindEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("events line %q: %v", sc.Text(), err)
+			return nil, fmt.Errorf("events line %q: %w", sc.Text(), err)
 		}
 		out = append(out, e)
 	}
-	return out
+	return out, sc.Err()
 }
 
 // Busctl runs systemd's busctl on the bus.
@@ -184,14 +248,30 @@ func (l *Logind) PowerOff(t testing.TB) {
 // test does (emitSignalPrepareForShutdown).
 func (l *Logind) Emit(t testing.TB, b bool) {
 	t.Helper()
+	if err := l.EmitSignal(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// EmitSignal is Emit without a test.
+func (l *Logind) EmitSignal(b bool) error {
 	conn, err := dbus.Connect(l.Address)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer conn.Close()
-	if err := conn.Emit("/org/freedesktop/login1", "org.freedesktop.login1.Manager.PrepareForShutdown", b); err != nil {
-		t.Fatal(err)
+	return conn.Emit("/org/freedesktop/login1", "org.freedesktop.login1.Manager.PrepareForShutdown", b)
+}
+
+// CallPowerOff calls logind's PowerOff(false) over the bus, as systemctl
+// poweroff does.
+func (l *Logind) CallPowerOff() error {
+	conn, err := dbus.Connect(l.Address)
+	if err != nil {
+		return err
 	}
+	defer conn.Close()
+	return conn.Object("org.freedesktop.login1", "/org/freedesktop/login1").Call("org.freedesktop.login1.Manager.PowerOff", 0, false).Err
 }
 
 var (
@@ -199,29 +279,28 @@ var (
 	tools   = map[string]string{}
 )
 
-// ToolBinary builds the repository's package pkg (./hack/tools/x) once per
-// test binary and returns its path.
-func ToolBinary(t testing.TB, pkg string) string {
-	t.Helper()
+// BuildTool builds the repository's package pkg (./hack/tools/x) once per
+// process and returns the binary's path.
+func BuildTool(pkg string) (string, error) {
 	toolsMu.Lock()
 	defer toolsMu.Unlock()
 	if p, ok := tools[pkg]; ok {
-		return p
+		return p, nil
 	}
 	root, err := RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	dir, err := os.MkdirTemp("", "nodelet-e2e-tool-")
+	dir, err := os.MkdirTemp("", "nodelet-tool-")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	p := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", p, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 	}
 	tools[pkg] = p
-	return p
+	return p, nil
 }
