@@ -39,8 +39,8 @@ func (s *Syncer) deadline(pod *v1.Pod) (bool, time.Duration) {
 }
 
 // failPastDeadline stops a pod past its active deadline and reports it
-// Failed with reason DeadlineExceeded, as upstream: Failed at once, the
-// containers stopping after.
+// Failed with reason DeadlineExceeded, as upstream: not ready at once,
+// Failed once its containers stopped.
 func (s *Syncer) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus) error {
 	if st, _ := s.cfg.Statuses.Get(pod.UID); st.Reason != ReasonDeadlineExceeded {
 		s.cfg.Recorder.Event(pod, v1.EventTypeNormal, ReasonDeadlineExceeded, deadlineMessage)
