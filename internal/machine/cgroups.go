@@ -3,6 +3,7 @@ package machine
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Cgroups is how the machine's cgroups are mounted.
@@ -55,4 +56,15 @@ func (c Cgroups) Version() string {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// Dir is the directory of cgroup name ("/kubepods", absolute in the
+// hierarchy) for a v1 controller ("memory"): Mount/controller/name on v1,
+// Mount/name on v2 (the controller is ignored).
+func (c Cgroups) Dir(controller, name string) string {
+	rel := filepath.FromSlash(strings.TrimPrefix(name, "/"))
+	if c.V2 {
+		return filepath.Join(c.Mount, rel)
+	}
+	return filepath.Join(c.Mount, controller, rel)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,7 +87,7 @@ func (n *Nodelet) memoryNotifiers(ts []eviction.Threshold) (map[eviction.Signal]
 	}
 	out := map[eviction.Signal]eviction.MemoryNotifier{}
 	var errs []error
-	pods := filepath.FromSlash(strings.TrimPrefix(n.cgroups.PodsCgroup(), "/"))
+	pods := n.cgroups.PodsCgroup()
 	for _, signal := range []eviction.Signal{eviction.MemoryAvailable, eviction.AllocatableMemoryAvailable} {
 		if !slices.ContainsFunc(ts, func(t eviction.Threshold) bool { return t.Signal == signal }) {
 			continue
@@ -99,11 +98,11 @@ func (n *Nodelet) memoryNotifiers(ts []eviction.Threshold) (map[eviction.Signal]
 		case !cg.V2 && signal == eviction.MemoryAvailable:
 			nf, err = eviction.NewMemcgNotifier(filepath.Join(cg.Mount, "memory"))
 		case !cg.V2:
-			nf, err = eviction.NewMemcgNotifier(filepath.Join(cg.Mount, "memory", pods))
+			nf, err = eviction.NewMemcgNotifier(cg.Dir("memory", pods))
 		case signal == eviction.MemoryAvailable:
 			nf, err = eviction.NewPollNotifier(n.stats.NodeMemoryUsage, 0, "", n.clock)
 		default:
-			nf, err = eviction.NewPollNotifier(n.stats.PodsMemoryUsage, 0, filepath.Join(cg.Mount, pods, "memory.events"), n.clock)
+			nf, err = eviction.NewPollNotifier(n.stats.PodsMemoryUsage, 0, filepath.Join(cg.Dir("memory", pods), "memory.events"), n.clock)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", signal, err))

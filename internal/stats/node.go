@@ -290,9 +290,8 @@ func readPodsMemory(cg machine.Cgroups, name string) (podsMemory, error) {
 	if cg.Mount == "" || name == "" {
 		return m, errors.New("no pods cgroup")
 	}
-	rel := filepath.FromSlash(strings.TrimPrefix(name, "/"))
+	dir := cg.Dir("memory", name)
 	if cg.V2 {
-		dir := filepath.Join(cg.Mount, rel)
 		usage, err := readUint(filepath.Join(dir, "memory.current"))
 		if err != nil {
 			return m, err
@@ -309,7 +308,6 @@ func readPodsMemory(cg machine.Cgroups, name string) (podsMemory, error) {
 		}
 		return m, nil
 	}
-	dir := filepath.Join(cg.Mount, "memory", rel)
 	usage, err := readUint(filepath.Join(dir, "memory.usage_in_bytes"))
 	if err != nil {
 		return m, err
