@@ -29,6 +29,8 @@ go run ./bench/pressure -memory-runs "${BENCH_PRESSURE_MEMORY_RUNS:-10}" -runs "
 	-out bench/results/pressure.json -section bench/results/pressure.md
 # TLS bootstrap, side by side (bench/bootstrap).
 go run ./bench/bootstrap -reps "${BENCH_BOOTSTRAP_REPS:-5}" -out bench/results/bootstrap.json -section bench/results/bootstrap.md
+# Certificate rotation, side by side (bench/rotation; ~10 minutes per agent).
+go run ./bench/rotation -out bench/results/rotation.json -section bench/results/rotation.md
 # Graceful node shutdown, side by side (bench/shutdown).
 go run ./bench/shutdown -reps "${BENCH_SHUTDOWN_REPS:-3}" -cancels "${BENCH_SHUTDOWN_CANCELS:-2}" \
 	-out bench/results/shutdown.json -section bench/results/shutdown.md
@@ -114,6 +116,10 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "<!-- bootstrap: begin (bench/bootstrap) -->"
 	cat bench/results/bootstrap.md
 	echo "<!-- bootstrap: end -->"
+	echo
+	echo "<!-- rotation: begin (bench/rotation) -->"
+	cat bench/results/rotation.md
+	echo "<!-- rotation: end -->"
 	echo
 	echo "<!-- shutdown: begin (bench/shutdown) -->"
 	cat bench/results/shutdown.md

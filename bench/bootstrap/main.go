@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -28,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodeagent "github.com/nodelet/nodelet/test/agent"
-	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 const (
@@ -51,39 +49,17 @@ func main() {
 	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
 	node := flag.String("node", "bench-bootstrap", "node name")
 	flag.Parse()
-	if os.Geteuid() != 0 {
-		log.Fatal("bootstrap needs root (it runs node agents)")
-	}
-	env, err := framework.ReadEnvFile(filepath.Join(".stack", "env"))
-	if err != nil || env["BOOTSTRAP_KUBECONFIG"] == "" {
-		log.Fatalf("the stack and control plane must be up with a bootstrap token (hack/cluster/up.sh): %v", err)
-	}
-	client, rt, err := nodeagent.Connect(env, 100, 200)
+	bench, err := nodeagent.PrepareBench("bootstrap", "BOOTSTRAP_KUBECONFIG")
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer bench.Close()
+	env, client, rt := bench.Env, bench.Client, bench.Runtime
 	ctx := context.Background()
-	host, err := nodeagent.SnapshotHost()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer host.Restore()
-	bin, err := os.MkdirTemp("", "bootstrap-bin-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	nodelet := filepath.Join(bin, "nodelet")
-	log.Print("building nodelet")
-	if _, err := nodeagent.Run("go", "build", "-o", nodelet, "./cmd/nodelet"); err != nil {
-		log.Fatal(err)
-	}
 	cleaner := nodeagent.Cleaner{Client: client, Runtime: rt, Node: *node, Mine: func(string) bool { return false }}
 	var results []Result
 	for _, name := range strings.Split(*agents, ",") {
-		b := nodelet
-		if name == nodeagent.Upstream {
-			b = filepath.Join(env["K8S_BIN"], "kubelet")
-		}
+		b := bench.Binary(name)
 		r := Result{Agent: name}
 		for i := 0; i < *reps; i++ {
 			start := time.Now()
@@ -115,7 +91,7 @@ func main() {
 			if err := cleaner.CleanNode(ctx, a.Dir); err != nil {
 				log.Printf("cleanup: %v", err)
 			}
-			host.RestoreSysctls()
+			bench.Host.RestoreSysctls()
 			// The node's CSRs go too: the next run starts from nothing.
 			csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 			if err == nil {

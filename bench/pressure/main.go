@@ -205,36 +205,12 @@ type harness struct {
 }
 
 func newHarness(o *options) (*harness, error) {
-	env, err := framework.ReadEnvFile(filepath.Join(".stack", "env"))
-	if err != nil {
-		return nil, fmt.Errorf("the stack is not up (run hack/stack-up.sh and hack/cluster/up.sh): %w", err)
-	}
-	for _, k := range []string{"CONTAINER_RUNTIME_ENDPOINT", "NODE_IP", "KUBECONFIG", "K8S_BIN", "CLUSTER_PKI", "BUSYBOX_IMAGE"} {
-		if env[k] == "" {
-			return nil, fmt.Errorf(".stack/env lacks %s", k)
-		}
-	}
-	client, rt, err := nodeagent.Connect(env, 100, 200)
+	b, err := nodeagent.PrepareBench("pressure")
 	if err != nil {
 		return nil, err
 	}
-	host, err := nodeagent.SnapshotHost()
-	if err != nil {
-		return nil, err
-	}
-	bin, err := os.MkdirTemp("", "pressure-bin-")
-	if err != nil {
-		return nil, err
-	}
-	h := &harness{o: o, env: env, client: client, rt: rt, host: host, nodelet: filepath.Join(bin, "nodelet"),
-		cleaner: nodeagent.Cleaner{Client: client, Runtime: rt, Node: o.node, Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}}
-	log.Print("building nodelet")
-	if _, err := nodeagent.Run("go", "build", "-o", h.nodelet, "./cmd/nodelet"); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(env["K8S_BIN"], "kubelet")); err != nil {
-		return nil, fmt.Errorf("upstream kubelet: %w (hack/cluster/build.sh builds it)", err)
-	}
+	h := &harness{o: o, env: b.Env, client: b.Client, rt: b.Runtime, host: b.Host, nodelet: b.Nodelet,
+		cleaner: nodeagent.Cleaner{Client: b.Client, Runtime: b.Runtime, Node: o.node, Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}}
 	return h, nil
 }
 

@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -86,31 +85,12 @@ func main() {
 	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
 	node := flag.String("node", "bench-shutdown", "node name")
 	flag.Parse()
-	if os.Geteuid() != 0 {
-		log.Fatal("shutdown needs root (it runs node agents)")
-	}
-	env, err := framework.ReadEnvFile(filepath.Join(".stack", "env"))
-	if err != nil {
-		log.Fatalf("the stack and control plane must be up: %v", err)
-	}
-	client, rt, err := nodeagent.Connect(env, 100, 200)
+	bench, err := nodeagent.PrepareBench("shutdown")
 	if err != nil {
 		log.Fatal(err)
 	}
-	host, err := nodeagent.SnapshotHost()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer host.Restore()
-	bin, err := os.MkdirTemp("", "shutdown-bin-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	nodelet := filepath.Join(bin, "nodelet")
-	log.Print("building nodelet and the fake logind")
-	if _, err := nodeagent.Run("go", "build", "-o", nodelet, "./cmd/nodelet"); err != nil {
-		log.Fatal(err)
-	}
+	defer bench.Close()
+	env, client, rt := bench.Env, bench.Client, bench.Runtime
 	fake, err := framework.BuildTool("./hack/tools/fakelogind")
 	if err != nil {
 		log.Fatal(err)
@@ -118,10 +98,7 @@ func main() {
 	cleaner := nodeagent.Cleaner{Client: client, Runtime: rt, Node: *node, Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}
 	var results []AgentResult
 	for _, name := range strings.Split(*agents, ",") {
-		b := nodelet
-		if name == nodeagent.Upstream {
-			b = filepath.Join(env["K8S_BIN"], "kubelet")
-		}
+		b := bench.Binary(name)
 		r := AgentResult{Agent: name}
 		for i := 0; i < *reps; i++ {
 			run, err := measure(client, env, name, b, fake, *node, i)
@@ -133,7 +110,7 @@ func main() {
 			if err := cleaner.CleanNode(context.Background(), ""); err != nil {
 				log.Printf("cleanup: %v", err)
 			}
-			host.RestoreSysctls()
+			bench.Host.RestoreSysctls()
 		}
 		for i := 0; i < *cancels; i++ {
 			c, err := measureCancel(client, env, name, b, fake, *node, i)
@@ -145,7 +122,7 @@ func main() {
 			if err := cleaner.CleanNode(context.Background(), ""); err != nil {
 				log.Printf("cleanup: %v", err)
 			}
-			host.RestoreSysctls()
+			bench.Host.RestoreSysctls()
 		}
 		results = append(results, r)
 	}
