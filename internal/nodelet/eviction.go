@@ -68,11 +68,12 @@ type evictor struct{ n *Nodelet }
 
 func (e evictor) Evict(_ context.Context, pod *v1.Pod, grace int64, status func(*v1.PodStatus)) {
 	e.n.podsync.Evict(pod.UID, grace, status)
-	e.n.workers.Notify(pod.UID)
+	e.n.workers.Interrupt(pod.UID)
 }
 
+// Reclaimed: evicted, or its worker finished (deleted meanwhile).
 func (e evictor) Reclaimed(uid types.UID) bool {
-	return e.n.podsync.Evicted(uid) || !e.n.workers.Has(uid)
+	return e.n.podsync.Evicted(uid) || !e.n.workers.Live(uid)
 }
 
 // memoryNotifiers wake the eviction manager when a memory signal with a

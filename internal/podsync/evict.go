@@ -71,6 +71,11 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 	}
 	s.fail(ctx, pod, fresh, ev.status)
 	if ev.keep {
+		// Its volumes are unmounted, as upstream waits for before the next
+		// group (a CSI driver there may still be needed to unmount them).
+		if err := s.cfg.Volumes.Teardown(pod.UID); err != nil {
+			return err
+		}
 		ev.done.Store(true)
 		logger.Info("Pod stopped for the node shutdown", "pod", klog.KObj(pod), "podUID", pod.UID, "gracePeriod", grace)
 		return nil

@@ -150,6 +150,30 @@ func (ws *Workers) Notify(uid types.UID) {
 	}
 }
 
+// Interrupt wakes the pod's worker, cutting a sync in flight short (an
+// image pull, a volume's setup) so that its next sync starts at once: the
+// node stops the pod (an eviction, a shutdown). A termination in flight
+// goes on.
+func (ws *Workers) Interrupt(uid types.UID) {
+	w := ws.get(uid, false)
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if w.cancel != nil && !w.terminate {
+		w.cancel()
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// Live reports whether the pod has a worker that has not finished.
+func (ws *Workers) Live(uid types.UID) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.workers[uid] != nil
+}
+
 // Has reports whether the pod has a live worker or finished terminating.
 func (ws *Workers) Has(uid types.UID) bool {
 	ws.mu.Lock()

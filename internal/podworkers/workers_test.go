@@ -292,3 +292,37 @@ func TestShorterGraceLeavesTheCleanupAlone(t *testing.T) {
 		t.Fatalf("stops %d, cleanups %d, canceled %d: want one of each, none canceled", stops, cleanups, canceled)
 	}
 }
+
+// Interrupt cuts a sync in flight short and syncs again at once; Live is
+// true until the worker finished.
+func TestInterruptAndLive(t *testing.T) {
+	f := &fakeSyncer{inSync: map[types.UID]int{}, block: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Resync: time.Hour, OnTerminated: func(types.UID) { close(done) }})
+	if ws.Live("d") {
+		t.Fatal("live before any worker")
+	}
+	p := newPod("d")
+	ws.Sync(p)
+	waitFor(t, "sync started", func() bool { return f.count("d", "sync") == 1 })
+	ws.Interrupt("d")
+	waitFor(t, "sync started again", func() bool { return f.count("d", "sync") == 2 })
+	f.mu.Lock()
+	canceled := f.canceled
+	f.mu.Unlock()
+	if canceled != 1 {
+		t.Errorf("%d syncs canceled, want the one in flight", canceled)
+	}
+	if !ws.Live("d") {
+		t.Error("not live while syncing")
+	}
+	close(f.block)
+	ws.Terminate("d", p, nil, nil)
+	<-done
+	waitFor(t, "worker gone", func() bool { return !ws.Live("d") })
+	if !ws.Has("d") {
+		t.Error("Has forgets a finished pod")
+	}
+}

@@ -1,6 +1,7 @@
 package shutdown
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -37,12 +38,19 @@ type Logind interface {
 	// RaiseInhibitDelay writes a logind drop-in with InhibitDelayMaxSec d
 	// and makes logind reload its configuration.
 	RaiseInhibitDelay(d time.Duration) error
+	// PreparingForShutdown is logind's property of that name: whether a
+	// shutdown is under way (what was missed while not connected).
+	PreparingForShutdown() (bool, error)
 	// PrepareForShutdown gives logind's PrepareForShutdown signals: true
 	// when a shutdown starts, false when it is cancelled. Closed when the
 	// bus connection ends.
 	PrepareForShutdown() (<-chan bool, error)
 	Close() error
 }
+
+// callTimeout bounds every call to logind and systemd: a hung daemon must
+// not hold the manager.
+const callTimeout = 10 * time.Second
 
 // DBusLogind is Logind over the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else
 // /run/dbus/system_bus_socket).
@@ -61,11 +69,23 @@ func ConnectLogind() (*DBusLogind, error) {
 	return &DBusLogind{conn: conn, ConfDir: LogindConfDir}, nil
 }
 
-func (l *DBusLogind) logind() dbus.BusObject { return l.conn.Object(logindService, logindObject) }
+// call calls method on obj within callTimeout.
+func (l *DBusLogind) call(obj dbus.BusObject, method string, args ...any) *dbus.Call {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	return obj.CallWithContext(ctx, method, 0, args...)
+}
+
+// property is one of logind's Manager properties.
+func (l *DBusLogind) property(name string) (dbus.Variant, error) {
+	var v dbus.Variant
+	err := l.call(l.conn.Object(logindService, logindObject), "org.freedesktop.DBus.Properties.Get", logindInterface, name).Store(&v)
+	return v, err
+}
 
 // InhibitDelay implements Logind.
 func (l *DBusLogind) InhibitDelay() (time.Duration, error) {
-	v, err := l.logind().GetProperty(logindInterface + ".InhibitDelayMaxUSec")
+	v, err := l.property("InhibitDelayMaxUSec")
 	if err != nil {
 		return 0, fmt.Errorf("failed reading InhibitDelayMaxUSec property from logind: %w", err)
 	}
@@ -78,7 +98,8 @@ func (l *DBusLogind) InhibitDelay() (time.Duration, error) {
 
 // Inhibit implements Logind with upstream's who and why.
 func (l *DBusLogind) Inhibit() (*os.File, error) {
-	call := l.logind().Call(logindInterface+".Inhibit", 0, "shutdown", "kubelet", "Kubelet needs time to handle node shutdown", "delay")
+	call := l.call(l.conn.Object(logindService, logindObject), logindInterface+".Inhibit",
+		"shutdown", "kubelet", "Kubelet needs time to handle node shutdown", "delay")
 	if call.Err != nil {
 		return nil, fmt.Errorf("failed creating systemd inhibitor: %w", call.Err)
 	}
@@ -100,11 +121,24 @@ func (l *DBusLogind) RaiseInhibitDelay(d time.Duration) error {
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("failed writing logind shutdown inhibit override file %v: %w", path, err)
 	}
-	call := l.conn.Object(systemdService, systemdObject).Call(systemdInterface+".KillUnit", 0, "systemd-logind.service", "all", int32(1))
+	call := l.call(l.conn.Object(systemdService, systemdObject), systemdInterface+".KillUnit", "systemd-logind.service", "all", int32(1))
 	if call.Err != nil {
 		return fmt.Errorf("unable to reload logind conf: %w", call.Err)
 	}
 	return nil
+}
+
+// PreparingForShutdown implements Logind.
+func (l *DBusLogind) PreparingForShutdown() (bool, error) {
+	v, err := l.property("PreparingForShutdown")
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("PreparingForShutdown from logind is a %T, not a bool", v.Value())
+	}
+	return b, nil
 }
 
 // PrepareForShutdown implements Logind.
@@ -123,7 +157,11 @@ func (l *DBusLogind) PrepareForShutdown() (<-chan bool, error) {
 				continue
 			}
 			if b, ok := s.Body[0].(bool); ok {
-				out <- b
+				select {
+				case out <- b:
+				case <-l.conn.Context().Done():
+					return
+				}
 			}
 		}
 	}()

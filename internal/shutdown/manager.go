@@ -70,6 +70,12 @@ type Config struct {
 type Manager struct {
 	cfg          Config
 	shuttingDown atomic.Bool
+
+	// Owned by Run; kept across reconnections to logind, so that a bus
+	// that goes away neither ends a shutdown under way nor lets go of the
+	// lock before the pods are stopped.
+	lock *os.File
+	proc *processing
 }
 
 // New returns a Manager for cfg. It fails without Periods, ActivePods,
@@ -128,6 +134,10 @@ func (m *Manager) Run(ctx context.Context) {
 	logger.Info("Creating node shutdown manager", "shutdownGracePeriodRequested", Requested(m.cfg.Periods),
 		"shutdownGracePeriodByPodPriority", m.cfg.Periods)
 	m.loadMetrics(logger)
+	defer func() {
+		m.stopProcessing()
+		m.release()
+	}()
 	wait := m.cfg.ReconnectPeriod
 	for failures := 0; ; failures++ {
 		watched, err := m.watch(ctx)
@@ -160,77 +170,101 @@ func (m *Manager) watch(ctx context.Context) (watched bool, err error) {
 		return false, err
 	}
 	defer l.Close()
-	if err := m.ensureInhibitDelay(l); err != nil {
-		return false, err
-	}
-	lock, err := l.Inhibit()
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		if lock != nil {
-			_ = lock.Close()
-		}
-	}()
+	// Subscribed first: no signal is lost between the lock and the watch.
 	events, err := l.PrepareForShutdown()
 	if err != nil {
 		return false, fmt.Errorf("failed to monitor shutdown: %w", err)
 	}
-	logger.Info("Watching the node for shutdown events", "inhibitLock", "delay")
-
-	// The shutdown being processed, if any.
-	var proc *processing
-	stop := func() {
-		if proc != nil {
-			proc.cancel()
-			<-proc.done
-			proc = nil
+	if err := m.ensureInhibitDelay(ctx, l); err != nil {
+		return false, err
+	}
+	if m.lock == nil && !m.shuttingDown.Load() {
+		if m.lock, err = l.Inhibit(); err != nil {
+			return false, err
 		}
 	}
-	defer stop()
-	done := func() <-chan struct{} {
-		if proc == nil {
-			return nil
+	logger.Info("Watching the node for shutdown events", "inhibitLock", "delay")
+	// What happened while nodelet could not hear it (a reconnection).
+	if preparing, err := l.PreparingForShutdown(); err != nil {
+		logger.V(2).Info("Cannot read logind's PreparingForShutdown", "err", err)
+	} else if preparing != m.shuttingDown.Load() && (preparing || m.lock == nil) {
+		if err := m.handle(ctx, l, preparing); err != nil {
+			return true, err
 		}
-		return proc.done
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return true, nil
-		case <-done():
+		case <-m.processed():
 			// Every group is stopped: let the shutdown go on.
-			proc.cancel()
-			proc = nil
-			_ = lock.Close()
-			lock = nil
+			m.proc.cancel()
+			m.proc = nil
+			m.release()
 			logger.Info("Shutdown manager completed processing shutdown event, node will shutdown shortly")
 		case shutdown, ok := <-events:
 			if !ok {
 				return true, errors.New("the system bus connection ended")
 			}
-			if shutdown == m.shuttingDown.Load() {
-				continue
-			}
-			if shutdown {
-				logger.Info("Shutdown manager detected new shutdown event")
-				m.cfg.Recorder.Event(m.cfg.Node, v1.EventTypeNormal, ReasonNodeShutdown, "Shutdown manager detected shutdown event")
-				m.shuttingDown.Store(true)
-				m.cfg.NodeChanged()
-				proc = m.start(ctx)
-				continue
-			}
-			logger.Info("Shutdown manager detected shutdown cancellation")
-			m.cfg.Recorder.Event(m.cfg.Node, v1.EventTypeNormal, ReasonNodeShutdown, "Shutdown manager detected shutdown cancellation")
-			stop()
-			m.shuttingDown.Store(false)
-			m.cfg.NodeChanged()
-			if lock == nil {
-				if lock, err = l.Inhibit(); err != nil {
-					return true, err
-				}
+			if err := m.handle(ctx, l, shutdown); err != nil {
+				return true, err
 			}
 		}
+	}
+}
+
+// handle is a PrepareForShutdown(shutdown): a shutdown starts, or the one
+// under way is cancelled (what is left of it is not done, the lock taken
+// again).
+func (m *Manager) handle(ctx context.Context, l Logind, shutdown bool) error {
+	logger := klog.FromContext(ctx)
+	if shutdown == m.shuttingDown.Load() {
+		return nil
+	}
+	if shutdown {
+		logger.Info("Shutdown manager detected new shutdown event")
+		m.cfg.Recorder.Event(m.cfg.Node, v1.EventTypeNormal, ReasonNodeShutdown, "Shutdown manager detected shutdown event")
+		m.shuttingDown.Store(true)
+		m.cfg.NodeChanged()
+		m.proc = m.start(ctx)
+		return nil
+	}
+	logger.Info("Shutdown manager detected shutdown cancellation")
+	m.cfg.Recorder.Event(m.cfg.Node, v1.EventTypeNormal, ReasonNodeShutdown, "Shutdown manager detected shutdown cancellation")
+	m.stopProcessing()
+	m.shuttingDown.Store(false)
+	m.cfg.NodeChanged()
+	if m.lock == nil {
+		var err error
+		if m.lock, err = l.Inhibit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// processed is closed when the shutdown under way is done (nil: none).
+func (m *Manager) processed() <-chan struct{} {
+	if m.proc == nil {
+		return nil
+	}
+	return m.proc.done
+}
+
+// stopProcessing cancels the shutdown under way and waits for it.
+func (m *Manager) stopProcessing() {
+	if m.proc != nil {
+		m.proc.cancel()
+		<-m.proc.done
+		m.proc = nil
+	}
+}
+
+// release lets go of the lock.
+func (m *Manager) release() {
+	if m.lock != nil {
+		_ = m.lock.Close()
+		m.lock = nil
 	}
 }
 
@@ -254,7 +288,7 @@ func (m *Manager) start(ctx context.Context) *processing {
 
 // ensureInhibitDelay raises logind's InhibitDelayMaxSec when it is below
 // the time asked for, as upstream.
-func (m *Manager) ensureInhibitDelay(l Logind) error {
+func (m *Manager) ensureInhibitDelay(ctx context.Context, l Logind) error {
 	current, err := l.InhibitDelay()
 	if err != nil {
 		return err
@@ -277,7 +311,11 @@ func (m *Manager) ensureInhibitDelay(l Logind) error {
 		if attempt == 5 {
 			return fmt.Errorf("node shutdown manager was timed out after %d attempts waiting for logind InhibitDelayMaxSec to update to %v (ShutdownGracePeriod), current value is %v", attempt, requested, current)
 		}
-		<-m.cfg.Clock.After(wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.cfg.Clock.After(wait):
+		}
 		wait *= 2
 	}
 }
@@ -347,14 +385,40 @@ func (m *Manager) record(logger klog.Logger, start, end time.Time) {
 		return
 	}
 	b, _ := json.Marshal(state{StartTime: start, EndTime: end})
-	tmp := filepath.Join(filepath.Dir(m.cfg.StateFile), ".tmp-"+filepath.Base(m.cfg.StateFile))
-	err := os.WriteFile(tmp, b, 0o644)
-	if err == nil {
-		err = os.Rename(tmp, m.cfg.StateFile)
-	}
-	if err != nil {
+	if err := writeSynced(m.cfg.StateFile, b); err != nil {
 		logger.Error(err, "Failed to store graceful shutdown state")
 	}
+}
+
+// writeSynced replaces path with data, synced to disk (the end time is
+// written just before the machine goes down), as upstream's atomicWrite.
+func writeSynced(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
 }
 
 // loadMetrics sets the metrics from the last shutdown's state.

@@ -32,6 +32,8 @@ type fakeLogind struct {
 	inhibits int
 	released chan struct{} // one value per lock closed
 	closed   bool
+	// preparing is the PreparingForShutdown property.
+	preparing bool
 }
 
 func newFakeLogind(delay time.Duration) *fakeLogind {
@@ -67,7 +69,28 @@ func (f *fakeLogind) RaiseInhibitDelay(d time.Duration) error {
 	return nil
 }
 
-func (f *fakeLogind) PrepareForShutdown() (<-chan bool, error) { return f.events, nil }
+func (f *fakeLogind) PrepareForShutdown() (<-chan bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.events, nil
+}
+
+// disconnect ends the bus connection as the manager sees it (its signal
+// channel closes); the next connection gets a new one.
+func (f *fakeLogind) disconnect() chan bool {
+	f.mu.Lock()
+	old := f.events
+	f.events = make(chan bool)
+	f.mu.Unlock()
+	close(old)
+	return f.events
+}
+
+func (f *fakeLogind) PreparingForShutdown() (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.preparing, nil
+}
 
 func (f *fakeLogind) Close() error {
 	f.mu.Lock()
@@ -92,8 +115,10 @@ type stop struct {
 }
 
 type fakeStopper struct {
-	clk     *testclock.FakeClock
-	calls   chan stop
+	clk   *testclock.FakeClock
+	calls chan stop
+	// checks gets a value (if none is pending) at each Stopped call.
+	checks  chan struct{}
 	mu      sync.Mutex
 	stopped map[types.UID]bool
 }
@@ -105,6 +130,10 @@ func (s *fakeStopper) Stop(pod *v1.Pod, grace int64, status func(*v1.PodStatus))
 }
 
 func (s *fakeStopper) Stopped(uid types.UID) bool {
+	select {
+	case s.checks <- struct{}{}:
+	default:
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopped[uid]
@@ -129,9 +158,11 @@ type harness struct {
 	stopper *fakeStopper
 	clk     *testclock.FakeClock
 	changed chan bool
-	state   string
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// connects receives one value per connection to logind.
+	connects chan struct{}
+	state    string
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
 // newHarness runs a Manager with two groups (regular 20 s, critical 10 s,
@@ -140,11 +171,12 @@ func newHarness(t *testing.T, delay time.Duration, pods ...*v1.Pod) *harness {
 	t.Helper()
 	h := &harness{logind: newFakeLogind(delay), clk: testclock.NewFakeClock(time.Unix(1000, 0)), changed: make(chan bool, 8),
 		state: filepath.Join(t.TempDir(), StateFile)}
-	h.stopper = &fakeStopper{clk: h.clk, calls: make(chan stop, 8), stopped: map[types.UID]bool{}}
+	h.stopper = &fakeStopper{clk: h.clk, calls: make(chan stop, 8), checks: make(chan struct{}, 1), stopped: map[types.UID]bool{}}
 	var err error
+	h.connects = make(chan struct{}, 8)
 	h.m, err = New(Config{
 		Periods:    Periods(nil, 30*time.Second, 10*time.Second),
-		Connect:    func() (Logind, error) { return h.logind, nil },
+		Connect:    func() (Logind, error) { h.connects <- struct{}{}; return h.logind, nil },
 		ActivePods: func() []*v1.Pod { return pods },
 		Stopper:    h.stopper,
 		Recorder:   record.NewFakeRecorder(16),
@@ -162,24 +194,22 @@ func newHarness(t *testing.T, delay time.Duration, pods ...*v1.Pod) *harness {
 	return h
 }
 
-// next waits for the next Stop, stepping the fake clock by step whenever
-// the manager waits on it.
+// next waits for the next Stop, stepping the fake clock by step each time
+// the manager has checked the pods and waits again.
 func (h *harness) next(t *testing.T, step time.Duration) stop {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.After(10 * time.Second)
+	for {
 		select {
 		case s := <-h.stopper.calls:
 			return s
-		default:
-		}
-		if h.clk.HasWaiters() {
+		case <-h.stopper.checks:
 			h.clk.Step(step)
+		case <-deadline:
+			t.Fatal("no pod stopped")
+			return stop{}
 		}
-		runtime.Gosched()
 	}
-	t.Fatal("no pod stopped")
-	return stop{}
 }
 
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
@@ -197,8 +227,11 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 // started waits for the manager to take its lock and send the signal.
 func (h *harness) signal(t *testing.T, shutdown bool) {
 	t.Helper()
+	h.logind.mu.Lock()
+	events := h.logind.events
+	h.logind.mu.Unlock()
 	select {
-	case h.logind.events <- shutdown:
+	case events <- shutdown:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the manager does not watch PrepareForShutdown")
 	}
@@ -393,4 +426,78 @@ func TestWithoutLogindCarriesOn(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// reconnect ends the connection and waits for the next one, stepping the
+// clock through the manager's wait.
+func (h *harness) reconnect(t *testing.T) {
+	t.Helper()
+	for len(h.connects) > 0 {
+		<-h.connects
+	}
+	h.logind.disconnect()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-h.connects:
+			return
+		default:
+		}
+		if h.clk.HasWaiters() {
+			h.clk.Step(100 * time.Millisecond)
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("no reconnection")
+}
+
+// A lost bus neither ends a shutdown under way nor lets go of the lock;
+// a shutdown that began while disconnected is seen on reconnection
+// (PreparingForShutdown).
+func TestShutdownAcrossReconnection(t *testing.T) {
+	h := newHarness(t, time.Hour, runningPod("critical", CriticalPriority, 30), runningPod("stuck", 0, 120))
+	receive(t, h.connects, "connection")
+	h.signal(t, true)
+	if s := receive(t, h.stopper.calls, "regular pod stopped"); s.pod != "stuck" {
+		t.Fatalf("first %s", s.pod)
+	}
+	h.reconnect(t)
+	select {
+	case <-h.logind.released:
+		t.Fatal("the lock was let go with the connection")
+	default:
+	}
+	if c := h.next(t, time.Second); c.pod != "critical" {
+		t.Errorf("then %s, want the critical pod: the shutdown went on", c.pod)
+	}
+	h.stopper.markStopped("stuck", "critical")
+	h.nextRelease(t)
+	if n := h.logind.count(); n != 1 {
+		t.Errorf("%d locks taken, want 1", n)
+	}
+
+	// Cancelled while disconnected: the node comes back on reconnection.
+	h.logind.mu.Lock()
+	h.logind.preparing = false
+	h.logind.mu.Unlock()
+	h.reconnect(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.m.ShuttingDown() != nil && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if h.m.ShuttingDown() != nil {
+		t.Error("still shutting down after a reconnection to a logind not preparing for one")
+	}
+
+	// Begun while disconnected: seen on reconnection.
+	h.logind.mu.Lock()
+	h.logind.preparing = true
+	h.logind.mu.Unlock()
+	h.stopper.mu.Lock()
+	h.stopper.stopped = map[types.UID]bool{}
+	h.stopper.mu.Unlock()
+	h.reconnect(t)
+	if s := receive(t, h.stopper.calls, "pod stopped after the reconnection"); s.pod != "stuck" {
+		t.Errorf("first %s", s.pod)
+	}
 }

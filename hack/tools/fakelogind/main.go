@@ -102,6 +102,9 @@ func main() {
 			log.Fatalf("cannot own %s: %v (reply %v)", name, err, reply)
 		}
 	}
+	if err := l.watchCancellations(); err != nil {
+		log.Fatal(err)
+	}
 	log.Printf("fakelogind ready on the system bus, InhibitDelayMaxSec=%v", l.delay)
 	l.record("Ready", map[string]any{"inhibitDelayMaxUSec": l.delay.Microseconds()})
 	sig := make(chan os.Signal, 1)
@@ -227,10 +230,11 @@ func (l *logind) Inhibit(sender dbus.Sender, what, who, why, mode string) (dbus.
 		close(in.released)
 		l.record("InhibitorReleased", map[string]any{"who": who, "mode": mode, "pid": in.pid})
 	}()
-	// The reply carrying w is sent as soon as this returns; our copy goes
-	// after that, so that the lock ends with the caller's last copy.
+	// The reply carrying w is sent as soon as this returns (in this
+	// goroutine); our copy goes a second later, so that the lock ends with
+	// the caller's last copy.
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(time.Second)
 		w.Close()
 	}()
 	return dbus.UnixFD(w.Fd()), nil
@@ -316,6 +320,32 @@ func (l *logind) shutdown(action string) *dbus.Error {
 		}
 		l.record(action, map[string]any{"locksReleased": released, "waitedSeconds": time.Since(start).Seconds()})
 		log.Printf("%s now (delay locks released: %v, after %v); the machine stays up", action, released, time.Since(start).Round(time.Millisecond))
+	}()
+	return nil
+}
+
+// watchCancellations ends a shutdown in progress when anyone sends
+// PrepareForShutdown(false) (tests cancel a shutdown so, as upstream's
+// e2e test does), so that the next PowerOff starts a new one.
+func (l *logind) watchCancellations() error {
+	if err := l.conn.AddMatchSignal(dbus.WithMatchInterface(logindIface), dbus.WithMatchMember("PrepareForShutdown")); err != nil {
+		return err
+	}
+	ch := make(chan *dbus.Signal, 8)
+	l.conn.Signal(ch)
+	go func() {
+		for sig := range ch {
+			if len(sig.Body) == 0 {
+				continue
+			}
+			if b, ok := sig.Body[0].(bool); ok && !b {
+				l.mu.Lock()
+				l.preparing = false
+				l.mu.Unlock()
+				l.props.SetMust(logindIface, "PreparingForShutdown", false)
+				l.record("PrepareForShutdown", map[string]any{"start": false})
+			}
+		}
 	}()
 	return nil
 }
