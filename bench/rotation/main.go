@@ -85,7 +85,7 @@ func main() {
 	}
 	defer bench.Close()
 	env, client, rt := bench.Env, bench.Client, bench.Runtime
-	cleaner := nodeagent.Cleaner{Client: client, Runtime: rt, Node: *node, Mine: func(ns string) bool { return ns == namespace }}
+	cleaner := nodeagent.Cleaner{Client: client, Runtime: rt, Node: *node, Mine: func(ns string) bool { return strings.HasPrefix(ns, namespace+"-") }}
 	var results []Result
 	for _, name := range strings.Split(*agents, ",") {
 		b := bench.Binary(name)
@@ -119,6 +119,8 @@ func main() {
 
 func measure(client kubernetes.Interface, env map[string]string, name, bin, node string) (Result, error) {
 	r := Result{Agent: name}
+	// Each agent its own namespace: the last one's may still be going.
+	namespace := namespace + "-" + name
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go approveServing(ctx, client, node)
