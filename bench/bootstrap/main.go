@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -105,20 +104,9 @@ func main() {
 		}
 		results = append(results, r)
 	}
-	data, _ := json.MarshalIndent(results, "", "  ")
-	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
+	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results)); err != nil {
 		log.Fatal(err)
 	}
-	s := report(results)
-	if err := os.WriteFile(*section, []byte(s), 0o644); err != nil {
-		log.Fatal(err)
-	}
-	if *doc != "" {
-		if err := nodeagent.SpliceSection(*doc, sectionBegin, sectionEnd, s); err != nil {
-			log.Fatal(err)
-		}
-	}
-	log.Printf("wrote %s and %s", *out, *section)
 }
 
 func report(results []Result) string {

@@ -20,7 +20,6 @@ package main
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"flag"
@@ -101,20 +100,9 @@ func main() {
 		deleteCSRs(client, *node)
 		bench.Host.RestoreSysctls()
 	}
-	data, _ := json.MarshalIndent(results, "", "  ")
-	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
+	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, time.Now())); err != nil {
 		log.Fatal(err)
 	}
-	s := report(results, time.Now())
-	if err := os.WriteFile(*section, []byte(s), 0o644); err != nil {
-		log.Fatal(err)
-	}
-	if *doc != "" {
-		if err := nodeagent.SpliceSection(*doc, sectionBegin, sectionEnd, s); err != nil {
-			log.Fatal(err)
-		}
-	}
-	log.Printf("wrote %s and %s", *out, *section)
 }
 
 func measure(client kubernetes.Interface, env map[string]string, name, bin, node string) (Result, error) {

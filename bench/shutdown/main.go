@@ -22,7 +22,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -126,20 +125,9 @@ func main() {
 		}
 		results = append(results, r)
 	}
-	data, _ := json.MarshalIndent(results, "", "  ")
-	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
+	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, time.Now())); err != nil {
 		log.Fatal(err)
 	}
-	s := report(results, time.Now())
-	if err := os.WriteFile(*section, []byte(s), 0o644); err != nil {
-		log.Fatal(err)
-	}
-	if *doc != "" {
-		if err := nodeagent.SpliceSection(*doc, sectionBegin, sectionEnd, s); err != nil {
-			log.Fatal(err)
-		}
-	}
-	log.Printf("wrote %s and %s", *out, *section)
 }
 
 // session is one agent running with the fake logind and the four pods

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"log"
 	"os"
@@ -80,4 +81,27 @@ func (b *Bench) Binary(agent string) string {
 // Close restores the host.
 func (b *Bench) Close() {
 	b.Host.Restore()
+}
+
+// WriteResults writes a benchmark's raw results as JSON to out, its
+// Markdown section to section, and puts the section into the page doc
+// between begin and end when doc is set.
+func WriteResults(results any, out, section, doc, begin, end, text string) error {
+	data, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(section, []byte(text), 0o644); err != nil {
+		return err
+	}
+	if doc != "" {
+		if err := SpliceSection(doc, begin, end, text); err != nil {
+			return err
+		}
+	}
+	log.Printf("wrote %s and %s", out, section)
+	return nil
 }
