@@ -89,3 +89,10 @@ func (a *APINodeInfo) updateCSINode(ctx context.Context, change func(*storagev1.
 		return err
 	})
 }
+
+// Ensure creates the node's CSINode (no drivers, the migrated-plugins
+// annotation) when it is missing, as upstream does at start, so that the
+// cluster sees it before any driver registers.
+func (a *APINodeInfo) Ensure(ctx context.Context) error {
+	return a.updateCSINode(ctx, func(c *storagev1.CSINode) bool { return SetMigrationAnnotation(c) })
+}

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	nodev1 "k8s.io/client-go/kubernetes/typed/node/v1"
+	storagev1 "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
@@ -66,7 +67,7 @@ func resourceQuantity(v int64) *resource.Quantity {
 }
 
 // groupsClient is a kubernetes.Interface with only the API groups nodelet
-// uses (core, coordination, authentication, authorization, node). Building
+// uses (core, coordination, authentication, authorization, node, storage). Building
 // the full clientset links every group's typed client and, with the shared
 // informer factory, a third of the binary, which every agent pays for in
 // resident memory. Any other group's method panics (the embedded interface
@@ -78,6 +79,7 @@ type groupsClient struct {
 	authn authenticationv1.AuthenticationV1Interface
 	authz authorizationv1.AuthorizationV1Interface
 	node  nodev1.NodeV1Interface
+	store storagev1.StorageV1Interface
 }
 
 func newGroupsClient(rc *rest.Config) (*groupsClient, error) {
@@ -98,10 +100,14 @@ func newGroupsClient(rc *rest.Config) (*groupsClient, error) {
 	if c.node, err = nodev1.NewForConfig(rc); err != nil {
 		return nil, err
 	}
+	if c.store, err = storagev1.NewForConfig(rc); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
 func (c *groupsClient) CoreV1() typedcorev1.CoreV1Interface                    { return c.core }
+func (c *groupsClient) StorageV1() storagev1.StorageV1Interface                { return c.store }
 func (c *groupsClient) CoordinationV1() coordinationv1.CoordinationV1Interface { return c.coord }
 func (c *groupsClient) AuthenticationV1() authenticationv1.AuthenticationV1Interface {
 	return c.authn

@@ -28,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/cm"
 	"github.com/nodelet/nodelet/internal/config"
+	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/healthz"
 	"github.com/nodelet/nodelet/internal/imagegc"
@@ -91,6 +92,8 @@ type Nodelet struct {
 	eviction    *eviction.Manager
 	// shutdown is graceful node shutdown; nil when off.
 	shutdown *shutdown.Manager
+	// csiDrivers are the CSI drivers registered on the node.
+	csiDrivers *csi.Drivers
 	imageGC  *imagegc.Manager
 
 	// Cluster mode only (nil standalone).
@@ -157,6 +160,7 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
 	n.sysctls = sysctls
+	n.csiDrivers = &csi.Drivers{}
 	var getter volumes.Getter
 	if n.client != nil {
 		// ConfigMaps and Secrets are re-read at most every syncFrequency
@@ -236,6 +240,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	// Publishes the components set up above to the healthz handler.
 	n.connected.Store(true)
 	if err := n.startSideLoops(ctx, rs, is, goRun); err != nil {
+		return err
+	}
+	if err := n.startPlugins(ctx, goRun); err != nil {
 		return err
 	}
 
