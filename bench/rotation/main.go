@@ -278,13 +278,7 @@ func ready(n *v1.Node) bool {
 	return false
 }
 
+// poll is agent.Poll at this benchmark's interval.
 func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return false
+	return nodeagent.Poll(timeout, 200*time.Millisecond, cond)
 }

@@ -371,15 +371,9 @@ func hasEvent(l *framework.Logind, kind string, since time.Time) bool {
 	return false
 }
 
+// poll is agent.Poll at this benchmark's interval.
 func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
+	return nodeagent.Poll(timeout, 100*time.Millisecond, cond)
 }
 
 func pod(name, node, image string, grace int64, class string) *v1.Pod {

@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -104,4 +105,17 @@ func WriteResults(results any, out, section, doc, begin, end, text string) error
 	}
 	log.Printf("wrote %s and %s", out, section)
 	return nil
+}
+
+// Poll calls cond every interval until it is true (true) or timeout has
+// passed (false).
+func Poll(timeout, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(interval)
+	}
+	return false
 }
