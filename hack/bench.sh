@@ -31,6 +31,8 @@ go run ./bench/pressure -memory-runs "${BENCH_PRESSURE_MEMORY_RUNS:-10}" -runs "
 go run ./bench/bootstrap -reps "${BENCH_BOOTSTRAP_REPS:-5}" -out bench/results/bootstrap.json -section bench/results/bootstrap.md
 # Certificate rotation, side by side (bench/rotation; ~10 minutes per agent).
 go run ./bench/rotation -out bench/results/rotation.json -section bench/results/rotation.md
+# CSI driver registration, side by side (bench/csiregistration).
+go run ./bench/csiregistration -reps "${BENCH_CSIREG_REPS:-3}" -out bench/results/csiregistration.json -section bench/results/csiregistration.md
 # Graceful node shutdown, side by side (bench/shutdown).
 go run ./bench/shutdown -reps "${BENCH_SHUTDOWN_REPS:-3}" -cancels "${BENCH_SHUTDOWN_CANCELS:-2}" \
 	-out bench/results/shutdown.json -section bench/results/shutdown.md
@@ -120,6 +122,10 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "<!-- rotation: begin (bench/rotation) -->"
 	cat bench/results/rotation.md
 	echo "<!-- rotation: end -->"
+	echo
+	echo "<!-- csiregistration: begin (bench/csiregistration) -->"
+	cat bench/results/csiregistration.md
+	echo "<!-- csiregistration: end -->"
 	echo
 	echo "<!-- shutdown: begin (bench/shutdown) -->"
 	cat bench/results/shutdown.md

@@ -1,0 +1,231 @@
+// Command csiregistration measures CSI driver registration side by side:
+// nodelet and the upstream kubelet, in turn, run as node bench-csireg with
+// the same KubeletConfiguration, and the project's driver
+// (hack/tools/hostpathcsi) registers itself in the agent's
+// <root-dir>/plugins_registry. Per run: seconds from the driver's start to
+// its entry in the CSINode; with a driver whose first two NodeGetInfo
+// calls fail, whether (and when) it gets registered anyway; and seconds
+// from the driver's exit (its sockets removed) to its removal from the
+// CSINode. It writes the runs as JSON and a Markdown section.
+//
+//	go run ./bench/csiregistration -doc docs/benchmarks.md
+//
+// Run as root from the repository root with the stack and the control plane
+// up (hack/bench.sh does both).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	nodeagent "github.com/nodelet/nodelet/test/agent"
+	"github.com/nodelet/nodelet/test/e2e/framework"
+)
+
+const (
+	sectionBegin = "<!-- csiregistration: begin (bench/csiregistration) -->"
+	sectionEnd   = "<!-- csiregistration: end -->"
+	driverName   = "hostpath.csi.nodelet.dev"
+)
+
+// Run is one agent's run, in seconds (-1: never, within the wait).
+type Run struct {
+	Register       float64 `json:"register"`
+	RegisterRetry  float64 `json:"registerAfterFailedNodeGetInfo"`
+	Deregister     float64 `json:"deregister"`
+	RetryWaitLimit float64 `json:"retryWaitLimit"`
+}
+
+// AgentResult is one agent's runs.
+type AgentResult struct {
+	Agent string `json:"agent"`
+	Runs  []Run  `json:"runs"`
+}
+
+const retryWait = 60 * time.Second
+
+func main() {
+	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
+	reps := flag.Int("reps", 3, "runs per agent")
+	out := flag.String("out", "bench/results/csiregistration.json", "raw results (JSON)")
+	section := flag.String("section", "bench/results/csiregistration.md", "Markdown section written from the results")
+	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
+	node := flag.String("node", "bench-csireg", "node name")
+	flag.Parse()
+	bench, err := nodeagent.PrepareBench("csiregistration")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer bench.Close()
+	driver, err := framework.BuildTool("./hack/tools/hostpathcsi")
+	if err != nil {
+		log.Fatal(err)
+	}
+	cleaner := nodeagent.Cleaner{Client: bench.Client, Runtime: bench.Runtime, Node: *node, Mine: func(string) bool { return false }}
+	var results []AgentResult
+	for _, name := range strings.Split(*agents, ",") {
+		r := AgentResult{Agent: name}
+		for i := 0; i < *reps; i++ {
+			run, err := measure(bench, name, driver, *node)
+			if err != nil {
+				log.Fatalf("%s run %d: %v", name, i, err)
+			}
+			log.Printf("%s run %d: %+v", name, i, run)
+			r.Runs = append(r.Runs, run)
+			if err := cleaner.CleanNode(context.Background(), ""); err != nil {
+				log.Printf("cleanup: %v", err)
+			}
+			_ = bench.Client.StorageV1().CSINodes().Delete(context.Background(), *node, metav1.DeleteOptions{})
+			bench.Host.RestoreSysctls()
+		}
+		results = append(results, r)
+	}
+	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, time.Now())); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func measure(b *nodeagent.Bench, name, driver, node string) (Run, error) {
+	run := Run{Register: -1, RegisterRetry: -1, Deregister: -1, RetryWaitLimit: retryWait.Seconds()}
+	a, err := nodeagent.Start(nodeagent.Spec{Name: name, Binary: b.Binary(name), Node: node, Env: b.Env, MaxPods: 20})
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		a.Stop()
+		framework.UnmountUnder(a.Dir, log.Printf)
+		_ = os.RemoveAll(a.Dir)
+	}()
+	if err := nodeagent.WaitNodeReady(context.Background(), b.Client, node, a, 2*time.Minute); err != nil {
+		return run, err
+	}
+	registry := filepath.Join(a.Dir, "root", "plugins_registry")
+	registered := func() bool { return inCSINode(b.Client, node) }
+
+	d, err := startDriver(driver, registry, node)
+	if err != nil {
+		return run, err
+	}
+	start := time.Now()
+	if nodeagent.Poll(30*time.Second, 50*time.Millisecond, registered) {
+		run.Register = time.Since(start).Seconds()
+	}
+	stopped := d.stop()
+	if nodeagent.Poll(30*time.Second, 50*time.Millisecond, func() bool { return !registered() }) {
+		run.Deregister = time.Since(stopped).Seconds()
+	}
+
+	d, err = startDriver(driver, registry, node, "-fail-node-get-info", "2")
+	if err != nil {
+		return run, err
+	}
+	start = time.Now()
+	if nodeagent.Poll(retryWait, 100*time.Millisecond, registered) {
+		run.RegisterRetry = time.Since(start).Seconds()
+	}
+	d.stop()
+	return run, nil
+}
+
+func inCSINode(c kubernetes.Interface, node string) bool {
+	cn, err := c.StorageV1().CSINodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, d := range cn.Spec.Drivers {
+		if d.Name == driverName {
+			return true
+		}
+	}
+	return false
+}
+
+type driverProc struct {
+	cmd  *exec.Cmd
+	dir  string
+	done chan struct{}
+}
+
+func startDriver(bin, registry, node string, extra ...string) (*driverProc, error) {
+	dir, err := os.MkdirTemp("", "csi")
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "driver.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, append([]string{"-endpoint", filepath.Join(dir, "csi.sock"), "-node-id", node, "-registry-dir", registry}, extra...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &driverProc{cmd: cmd, dir: dir, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	return p, nil
+}
+
+// stop stops the driver (its sockets go with it) and returns when it did.
+func (p *driverProc) stop() time.Time {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	at := time.Now()
+	_ = os.RemoveAll(p.dir)
+	return at
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return -1
+	}
+	v = append([]float64(nil), v...)
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// column is the median over the runs where it happened, and how many did.
+func column(runs []Run, f func(Run) float64) string {
+	var v []float64
+	for _, r := range runs {
+		if x := f(r); x >= 0 {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return fmt.Sprintf("never (0/%d)", len(runs))
+	}
+	return fmt.Sprintf("%.2f (%d/%d)", median(v), len(v), len(runs))
+}
+
+func report(results []AgentResult, now time.Time) string {
+	var b strings.Builder
+	b.WriteString("## CSI driver registration, side by side (bench/csiregistration)\n\n")
+	fmt.Fprintf(&b, "Written by `go run ./bench/csiregistration` on %s. Each agent runs as node bench-csireg; the project's\n", now.UTC().Format("2006-01-02"))
+	b.WriteString("driver (hack/tools/hostpathcsi) registers itself in the agent's `plugins_registry`. Seconds, median over the\n")
+	fmt.Fprintf(&b, "runs where it happened (runs where it did): the driver in the CSINode after its start; the same with a driver whose\n")
+	fmt.Fprintf(&b, "first two NodeGetInfo calls fail (waited for %v); the driver out of the CSINode after it exited.\n\n", retryWait)
+	b.WriteString("| agent | registered | registered after 2 failed NodeGetInfo | deregistered |\n|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Agent,
+			column(r.Runs, func(x Run) float64 { return x.Register }),
+			column(r.Runs, func(x Run) float64 { return x.RegisterRetry }),
+			column(r.Runs, func(x Run) float64 { return x.Deregister }))
+	}
+	return b.String()
+}
