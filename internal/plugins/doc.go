@@ -5,8 +5,7 @@
 // for its info (GetInfo), hands it to the Handler of its type (CSIPlugin,
 // DevicePlugin, DRAPlugin) to validate and register, and tells the plugin
 // how that went (NotifyRegistrationStatus). A plugin whose socket goes is
-// deregistered. Beyond upstream (#118317, #127108), a registration that
-// failed is tried again with back-off instead of waiting for the socket to
-// be recreated. Which sockets to register, retry or drop is a pure
+// deregistered. A registration that failed is tried again with back-off
+// (1 s doubling to 2 min), without the socket having to be recreated. Which sockets to register, retry or drop is a pure
 // function of the folder and the state (plan).
 package plugins

@@ -100,8 +100,7 @@ func csiNodeDriver(t *testing.T, c *framework.Cluster, node, driver string) (*st
 // limit), the Node has the nodeid annotation and the topology label, and
 // the driver was told it is registered. Its socket gone, it is taken out;
 // after a nodelet restart it is registered again; a driver whose
-// NodeGetInfo fails at first is registered once it answers (upstream
-// never retries: #118317).
+// NodeGetInfo fails at first is registered once it answers.
 func TestCSIDriverRegistration(t *testing.T) {
 	name := "e2e-csi-reg"
 	c := framework.RequireCluster(t)
