@@ -48,11 +48,23 @@ func (n *Nodelet) newEviction(ctx context.Context) (*eviction.Manager, error) {
 }
 
 // runningPods are the admitted pods that may be running: not finished (in
-// the API or here) and not being stopped.
+// the API or here), with a live worker, and not being stopped.
 func (n *Nodelet) runningPods() []*v1.Pod {
 	var out []*v1.Pod
+	for _, p := range n.livePods() {
+		if p.DeletionTimestamp == nil && !n.workers.Terminating(p.UID) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// livePods are the admitted pods not finished (in the API or here) whose
+// worker has not finished, those being stopped included.
+func (n *Nodelet) livePods() []*v1.Pod {
+	var out []*v1.Pod
 	for _, p := range n.pods.Admitted("") {
-		if podspec.IsTerminal(p.Status.Phase) || p.DeletionTimestamp != nil || !n.workers.Has(p.UID) || n.workers.Terminating(p.UID) {
+		if podspec.IsTerminal(p.Status.Phase) || !n.workers.Live(p.UID) {
 			continue
 		}
 		if st, ok := n.statuses.Get(p.UID); ok && podspec.IsTerminal(st.Phase) {

@@ -94,7 +94,7 @@ type Nodelet struct {
 	shutdown *shutdown.Manager
 	// csiDrivers are the CSI drivers registered on the node.
 	csiDrivers *csi.Drivers
-	imageGC  *imagegc.Manager
+	imageGC    *imagegc.Manager
 
 	// Cluster mode only (nil standalone).
 	client     kubernetes.Interface

@@ -6,7 +6,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/shutdown"
 )
 
@@ -19,8 +18,10 @@ func (n *Nodelet) newShutdown() (*shutdown.Manager, error) {
 		return nil, nil
 	}
 	return shutdown.New(shutdown.Config{
-		Periods:    periods,
-		ActivePods: n.shutdownPods,
+		Periods: periods,
+		// As upstream's active pods: those being deleted included (their
+		// stop is waited for, and shortened to their group's).
+		ActivePods: n.livePods,
 		Stopper:    shutdownStopper{n},
 		NodeChanged: func() {
 			if n.nodeStatus != nil {
@@ -40,23 +41,6 @@ func (n *Nodelet) shuttingDown() error {
 		return nil
 	}
 	return n.shutdown.ShuttingDown()
-}
-
-// shutdownPods are the pods a shutdown stops, as upstream's active pods:
-// admitted, not finished, with a live worker, those being deleted
-// included (their stop is waited for, and shortened to their group's).
-func (n *Nodelet) shutdownPods() []*v1.Pod {
-	var out []*v1.Pod
-	for _, p := range n.pods.Admitted("") {
-		if podspec.IsTerminal(p.Status.Phase) || !n.workers.Live(p.UID) {
-			continue
-		}
-		if st, ok := n.statuses.Get(p.UID); ok && podspec.IsTerminal(st.Phase) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
 }
 
 // shutdownStopper stops pods for the shutdown through their workers

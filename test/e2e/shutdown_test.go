@@ -36,6 +36,15 @@ while true; do sleep 1; done`)
 	return p
 }
 
+// createReadyPods creates the pods in ns and waits for each to be ready.
+func createReadyPods(t *testing.T, c *framework.Cluster, ns string, pods ...*v1.Pod) {
+	t.Helper()
+	createPods(t, c, ns, pods...)
+	for _, p := range pods {
+		waitPod(t, c, ns, p.Name, 90*time.Second, "running and ready", podReady)
+	}
+}
+
 // isPodShutdown is upstream's: Failed, the shutdown's reason and message,
 // ContainersReady False.
 func isPodShutdown(p *v1.Pod) bool {
@@ -176,10 +185,7 @@ func TestGracefulNodeShutdown(t *testing.T) {
 		graceOverridePod("period-critical-120", name, 120, "system-node-critical"),
 		graceOverridePod("period-critical-5", name, 5, "system-node-critical"),
 	}
-	createPods(t, c, ns, pods...)
-	for _, p := range pods {
-		waitPod(t, c, ns, p.Name, 90*time.Second, "running and ready", podReady)
-	}
+	createReadyPods(t, c, ns, pods...)
 	sw := watchShutdowns(t, c, ns)
 	ctx := context.Background()
 	lease0, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
@@ -323,10 +329,7 @@ func TestGracefulNodeShutdownByPodPriority(t *testing.T) {
 		graceOverridePod("class-a", name, 120, "e2e-shutdown-a"),
 		graceOverridePod("critical", name, 120, "system-node-critical"),
 	}
-	createPods(t, c, ns, order...)
-	for _, p := range order {
-		waitPod(t, c, ns, p.Name, 90*time.Second, "running and ready", podReady)
-	}
+	createReadyPods(t, c, ns, order...)
 	sw := watchShutdowns(t, c, ns)
 	start := time.Now()
 	logind.Emit(t, true)
