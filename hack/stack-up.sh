@@ -6,7 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
 
-PKGS=(containerd runc crun containernetworking-plugins busybox-static iptables iproute2 gcc libc6-dev curl docker-registry apache2-utils dbus-daemon dbus-bin systemd)
+PKGS=(containerd runc crun containernetworking-plugins busybox-static iptables iproute2 gcc libc6-dev curl docker-registry apache2-utils dbus-daemon dbus-bin systemd e2fsprogs xfsprogs)
 install_packages() {
 	local missing=()
 	for p in "${PKGS[@]}"; do

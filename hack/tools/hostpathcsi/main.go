@@ -5,12 +5,22 @@
 // node-driver-registrar sidecar would: it serves pluginregistration v1 on
 // <-registry-dir>/<name>-reg.sock (GetInfo, NotifyRegistrationStatus).
 //
-// So far (issue 19) it answers GetPluginInfo, GetPluginCapabilities, Probe,
-// NodeGetInfo (node ID, -max-volumes, a topology segment) and
-// NodeGetCapabilities; volumes (controller service, stage and publish,
-// expansion, stats) are still to come, with csi-sanity proving them. With
-// -fail-node-get-info N the first N NodeGetInfo calls fail, to show the
-// kubelet retrying a registration. Every call is logged on stdout.
+// Volumes live under -state-dir (state.json records them, so a restarted
+// driver knows its volumes): a directory each (parameter type=dir, the
+// default), or an ext4 image on a loop device (type=image: real capacity,
+// online expansion seen in the container, block volumes). The controller
+// service creates, deletes, "attaches" (ControllerPublishVolume, for the
+// external-attacher), validates and expands volumes; the node service
+// stages (with -stage, the default) and publishes by mount, reports
+// statistics (statfs) and grows file systems (resize2fs). Inline ephemeral
+// volumes (csi.storage.k8s.io/ephemeral) are made at NodePublishVolume
+// (attributes type and size) and removed at NodeUnpublishVolume. With
+// -volume-mount-group the driver applies the pod's fsGroup itself. csi-sanity
+// proves all of it (sanity_test.go).
+//
+// With -fail-node-get-info N the first N NodeGetInfo calls fail, to show
+// the kubelet retrying a registration. Every call is logged on stdout with
+// its request (paths and volume context included).
 package main
 
 import (
@@ -36,11 +46,15 @@ const TopologyKey = "topology.hostpath.csi.nodelet.dev/node"
 
 type driver struct {
 	csipb.UnimplementedIdentityServer
+	csipb.UnimplementedControllerServer
 	csipb.UnimplementedNodeServer
 	registerapi.UnimplementedRegistrationServer
 	name, nodeID, endpoint string
 	maxVolumes             int64
 	failInfo               atomic.Int64
+	store                  *store
+	// stage: STAGE_UNSTAGE_VOLUME; mountGroup: VOLUME_MOUNT_GROUP.
+	stage, mountGroup bool
 }
 
 func main() {
@@ -50,11 +64,19 @@ func main() {
 	nodeID := flag.String("node-id", "", "the node's ID for NodeGetInfo (its name)")
 	maxVolumes := flag.Int64("max-volumes", 0, "max_volumes_per_node")
 	failInfo := flag.Int64("fail-node-get-info", 0, "fail the first N NodeGetInfo calls")
+	stateDir := flag.String("state-dir", "", "where the volumes and the driver's state live")
+	stage := flag.Bool("stage", true, "offer STAGE_UNSTAGE_VOLUME (volumes staged, then published)")
+	mountGroup := flag.Bool("volume-mount-group", false, "offer VOLUME_MOUNT_GROUP (the driver applies the pod's fsGroup)")
 	flag.Parse()
-	if *endpoint == "" || *nodeID == "" {
-		log.Fatal("-endpoint and -node-id are required")
+	if *endpoint == "" || *nodeID == "" || *stateDir == "" {
+		log.Fatal("-endpoint, -node-id and -state-dir are required")
 	}
-	d := &driver{name: *name, nodeID: *nodeID, endpoint: *endpoint, maxVolumes: *maxVolumes}
+	st, err := openStore(*stateDir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := &driver{name: *name, nodeID: *nodeID, endpoint: *endpoint, maxVolumes: *maxVolumes, store: st,
+		stage: *stage, mountGroup: *mountGroup}
 	d.failInfo.Store(*failInfo)
 
 	var socks []string
@@ -74,6 +96,7 @@ func main() {
 	}
 	serve(*endpoint, func(s *grpc.Server) {
 		csipb.RegisterIdentityServer(s, d)
+		csipb.RegisterControllerServer(s, d)
 		csipb.RegisterNodeServer(s, d)
 	})
 	if *registry != "" {
@@ -113,7 +136,12 @@ func (d *driver) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*c
 
 func (d *driver) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
 	return &csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{{Type: &csipb.PluginCapability_Service_{
-		Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}}}}}, nil
+		Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}}},
+		{Type: &csipb.PluginCapability_Service_{
+			Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_CONTROLLER_SERVICE}}},
+		{Type: &csipb.PluginCapability_VolumeExpansion_{
+			VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: csipb.PluginCapability_VolumeExpansion_ONLINE}}},
+	}}, nil
 }
 
 func (d *driver) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
@@ -126,8 +154,4 @@ func (d *driver) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb
 	}
 	return &csipb.NodeGetInfoResponse{NodeId: d.nodeID, MaxVolumesPerNode: d.maxVolumes,
 		AccessibleTopology: &csipb.Topology{Segments: map[string]string{TopologyKey: d.nodeID}}}, nil
-}
-
-func (d *driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
-	return &csipb.NodeGetCapabilitiesResponse{}, nil
 }
