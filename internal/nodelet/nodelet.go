@@ -94,6 +94,8 @@ type Nodelet struct {
 	shutdown *shutdown.Manager
 	// csiDrivers are the CSI drivers registered on the node.
 	csiDrivers *csi.Drivers
+	// csiVolumes is the CSI volume plugin (volumesInUse).
+	csiVolumes *csi.VolumePlugin
 	imageGC    *imagegc.Manager
 
 	// Cluster mode only (nil standalone).
@@ -183,6 +185,18 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 	if err != nil {
 		return nil, err
 	}
+	// CSI volumes: inline ones, and PVCs (generic ephemeral volumes too)
+	// bound to CSI PersistentVolumes.
+	csiVols, err := csi.NewVolumePlugin(csi.VolumePluginConfig{
+		RootDir: opts.RootDir, NodeName: opts.NodeName, Drivers: n.csiDrivers, Client: n.client, Clock: n.clock,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, kind := range []string{"csi", "persistentVolumeClaim", "ephemeral"} {
+		vols.Register(kind, csiVols)
+	}
+	n.csiVolumes = csiVols
 	n.volumes = vols
 	return n, nil
 }
@@ -459,7 +473,7 @@ func (n *Nodelet) setupCluster(cfg *kubeletv1beta1.KubeletConfiguration, rs inte
 	if n.nodeStatus, err = nodestatus.New(nodestatus.Config{
 		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
 		Kubelet: cfg, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
-		Pressure: n.eviction, ShuttingDown: n.shuttingDown,
+		Pressure: n.eviction, ShuttingDown: n.shuttingDown, VolumesInUse: n.csiVolumes.InUse,
 	}); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,10 @@ type Config struct {
 	// ShuttingDown makes the node not ready with its error while the
 	// machine shuts down (the shutdown manager); nil: never.
 	ShuttingDown func() error
+	// VolumesInUse lists the attachable volumes mounted for pods (the CSI
+	// volume plugin), reported so the attach-detach controller does not
+	// detach them; nil reports none.
+	VolumesInUse func() []v1.UniqueVolumeName
 }
 
 // Pressure is what the node's pressure conditions come from.
@@ -403,6 +408,12 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 		Architecture:            runtime.GOARCH,
 	}
 	n.Status.Images = m.images(ctx)
+	n.Status.VolumesInUse = nil
+	if m.cfg.VolumesInUse != nil {
+		inUse := m.cfg.VolumesInUse()
+		slices.Sort(inUse)
+		n.Status.VolumesInUse = inUse
+	}
 
 	readyStatus, readyReason, readyMsg := v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"
 	errs := []error{m.runtimeReady(ctx)}

@@ -7,10 +7,10 @@
 // Each kind of volume source is provided by a Plugin registered for it:
 // emptyDir (disk, or a tmpfs for medium Memory), hostPath, configMap,
 // secret, downwardAPI (fieldRef and resourceFieldRef) and projected
-// (configMap, secret, downwardAPI, serviceAccountToken). A kind without a
-// plugin (persistentVolumeClaim, csi, nfs, ...) is refused with a clear
-// error, so a pod never runs silently without its data; a CSI plugin plugs
-// in with Manager.Register("csi", ...).
+// (configMap, secret, downwardAPI, serviceAccountToken). internal/csi
+// registers for csi, persistentVolumeClaim and ephemeral. A kind without a
+// plugin (nfs, iscsi, ...) is refused with a clear error, so a pod never
+// runs silently without its data.
 //
 // The pod's fsGroup is applied as upstream's SetVolumeOwnership (not to
 // hostPath). A disk emptyDir's sizeLimit is the eviction manager's (from
