@@ -24,9 +24,11 @@ const (
 // csiDriver is hack/tools/hostpathcsi running for a node, registering
 // itself in the node's plugins_registry.
 type csiDriver struct {
-	cmd     *exec.Cmd
-	logFile string
-	done    chan struct{}
+	cmd      *exec.Cmd
+	logFile  string
+	endpoint string
+	stateDir string
+	done     chan struct{}
 }
 
 func startCSIDriver(t *testing.T, n *framework.Nodelet, extra ...string) *csiDriver {
@@ -39,13 +41,28 @@ func startCSIDriver(t *testing.T, n *framework.Nodelet, extra ...string) *csiDri
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		// What a failed test left: its mounts and loop devices.
+		framework.UnmountUnder(dir, t.Logf)
+		if imgs, _ := filepath.Glob(filepath.Join(dir, "state", "volumes", "*.img")); len(imgs) > 0 {
+			for _, img := range imgs {
+				out, _ := exec.Command("losetup", "-j", img).Output()
+				for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+					if dev, _, ok := strings.Cut(line, ":"); ok {
+						_ = exec.Command("losetup", "-d", dev).Run()
+					}
+				}
+			}
+		}
+		os.RemoveAll(dir)
+	})
 	d := &csiDriver{logFile: filepath.Join(dir, "driver.log"), done: make(chan struct{})}
 	f, err := os.Create(d.logFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"-endpoint", filepath.Join(dir, "csi.sock"), "-node-id", n.NodeName,
+	d.endpoint, d.stateDir = filepath.Join(dir, "csi.sock"), filepath.Join(dir, "state")
+	args := append([]string{"-endpoint", d.endpoint, "-node-id", n.NodeName, "-state-dir", d.stateDir,
 		"-registry-dir", filepath.Join(n.RootDir, "plugins_registry"), "-max-volumes", "7"}, extra...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = f, f
