@@ -6,7 +6,8 @@
 # module proxy (hack/cluster/build.sh), with kubeadm's TLS bootstrap
 # objects. Idempotent. Adds KUBECONFIG, NODE_NAME, NODE_KUBECONFIG,
 # NODE_TLS_CERT, NODE_TLS_KEY, CLIENT_CA_FILE, BOOTSTRAP_KUBECONFIG, KUBECTL
-# and K8S_BIN to .stack/env.
+# K8S_BIN, CSI_PROVISIONER and CSI_ATTACHER (hack/csi/build.sh) to
+# .stack/env.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_root
 [ -f "$STACK_DIR/env" ] || bash "$REPO_ROOT/hack/stack-up.sh"
@@ -21,6 +22,8 @@ NODE_NAME="${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}"
 mkdir -p "$CL/logs" "$CL/run"
 
 bash "$REPO_ROOT/hack/cluster/build.sh"
+# The CSI sidecars the storage tests run (external-provisioner, -attacher).
+mapfile -t CSI_SIDECARS < <(bash "$REPO_ROOT/hack/csi/build.sh") || die "building the CSI sidecars failed"
 if [ ! -x "$STACK_DIR/bin/pki" ]; then
 	(cd "$REPO_ROOT" && go build -o "$STACK_DIR/bin/pki" ./hack/tools/pki) || die "building pki failed"
 fi
@@ -162,6 +165,8 @@ export CLIENT_CA_FILE="$PKI/ca.crt"
 export CLUSTER_PKI="$PKI"
 export BOOTSTRAP_KUBECONFIG="$PKI/bootstrap.kubeconfig"
 export AUDIT_LOG="$CL/logs/audit.log"
+export CSI_PROVISIONER="${CSI_SIDECARS[0]}"
+export CSI_ATTACHER="${CSI_SIDECARS[1]}"
 # cluster-up end
 ENV
 log "control plane up: source $STACK_DIR/env; \$KUBECTL get nodes"

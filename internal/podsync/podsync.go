@@ -318,6 +318,13 @@ func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubeconta
 	if err != nil {
 		return err
 	}
+	// Volumes first, as upstream deletes a pod from the API only once its
+	// volumes are unmounted: the next pod of a StatefulSet (same name, same
+	// ReadWriteOnce claim) is created only after this one's volume was
+	// unpublished (and unstaged).
+	if err := s.cfg.Volumes.Teardown(uid); err != nil {
+		return err
+	}
 	if pod != nil && s.cfg.Finisher != nil && pod.DeletionTimestamp != nil && !podspec.IsStatic(pod) {
 		final := s.setStatus(ctx, pod, rs, kubecontainer.SyncResult{})
 		final.Phase = FinalPhase(final)
@@ -336,9 +343,6 @@ func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubeconta
 	// What cannot be removed yet is left to the housekeeping's orphan sweep.
 	if err := s.cfg.Cgroups.RemovePod(ctx, uid); err != nil {
 		logger.Error(err, "Cannot remove the pod's cgroups yet", "podUID", uid)
-	}
-	if err := s.cfg.Volumes.Teardown(uid); err != nil {
-		return err
 	}
 	if pod != nil {
 		s.cfg.Images.Forget(pod)

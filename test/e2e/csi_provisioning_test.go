@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/e2e/framework"
+)
+
+// startSidecar runs a CSI sidecar (external-provisioner, -attacher, built
+// by hack/csi/build.sh) against the driver, with the admin kubeconfig,
+// until the test ends.
+func startSidecar(t *testing.T, c *framework.Cluster, envName string, d *csiDriver, args ...string) {
+	t.Helper()
+	bin := c.Env[envName]
+	if bin == "" {
+		t.Fatalf("%s is not in .stack/env: run hack/cluster/up.sh", envName)
+	}
+	logFile := filepath.Join(filepath.Dir(d.endpoint), filepath.Base(bin)+".log")
+	f, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"--csi-address=" + d.endpoint, "--kubeconfig=" + c.Env["KUBECONFIG"],
+		"--leader-election=false", "--v=3"}, args...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile)
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Logf("%s log (tail):\n%s", filepath.Base(bin), strings.Join(lines, "\n"))
+		}
+	})
+}
+
+// storageClass creates a StorageClass of the host-path driver, removed
+// when the test ends.
+func storageClass(t *testing.T, c *framework.Cluster, name string, params map[string]string) {
+	t.Helper()
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: hostpathDriver, Parameters: params,
+		ReclaimPolicy: ptr.To(v1.PersistentVolumeReclaimDelete), AllowVolumeExpansion: ptr.To(true),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
+	_ = c.Client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	if _, err := c.Client.StorageV1().StorageClasses().Create(context.Background(), sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
+
+// TestCSIDynamicProvisioning mirrors upstream's storage "StatefulSet with
+// a dynamically provisioned volume" and "generic ephemeral volume" cases
+// with the real external-provisioner: a StatefulSet's PVC is provisioned
+// by the host-path driver, its pod writes, is deleted and recreated by the
+// controller with a new UID, and reads the data back; a pod's generic
+// ephemeral volume gets its PVC from the controller manager, is provisioned
+// and used, and goes with the pod (the driver's DeleteVolume).
+func TestCSIDynamicProvisioning(t *testing.T) {
+	name := "e2e-csi-prov"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	startNode(t, c, n)
+	d := startCSIDriver(t, n)
+	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), FSGroupPolicy: ptr.To(storagev1.FileFSGroupPolicy)})
+	startSidecar(t, c, "CSI_PROVISIONER", d, "--extra-create-metadata", "--timeout=30s")
+	storageClass(t, c, "e2e-hostpath", map[string]string{"type": "image"})
+	ns := c.Namespace(t, "csi-prov")
+	ctx := context.Background()
+
+	labels := map[string]string{"app": "csi-web"}
+	script := `[ -f /data/written ] || { echo hello > /data/f && touch /data/written; }; sleep 3600`
+	tmpl := busyboxPod("", name, script)
+	tmpl.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+	tmpl.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	ss := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "csi-web"}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec},
+		VolumeClaimTemplates: []v1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: v1.PersistentVolumeClaimSpec{
+			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, StorageClassName: ptr.To("e2e-hostpath"),
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("16Mi")}}}}},
+	}}
+	start := time.Now()
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitPod(t, c, ns, "csi-web-0", 120*time.Second, "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	t.Logf("StatefulSet created -> pod with a provisioned volume Running: %v", time.Since(start).Round(10*time.Millisecond))
+	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-csi-web-0", metav1.GetOptions{})
+	if err != nil || pvc.Status.Phase != v1.ClaimBound {
+		t.Fatalf("PVC %v %v", pvc, err)
+	}
+	pv, err := c.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != hostpathDriver || pv.Annotations["pv.kubernetes.io/provisioned-by"] != hostpathDriver {
+		t.Fatalf("PV %+v %v", pv, err)
+	}
+	if got := volMust(t, volExec(t, c, "csi-web-0", "c"), "cat /data/f"); got != "hello" {
+		t.Errorf("written %q", got)
+	}
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "csi-web-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second := waitPod(t, c, ns, "csi-web-0", 120*time.Second, "recreated and running", func(p *v1.Pod) bool {
+		return p.UID != first.UID && p.Status.Phase == v1.PodRunning
+	})
+	if got := volMust(t, volExec(t, c, "csi-web-0", "c"), "cat /data/f"); got != "hello" {
+		t.Errorf("the recreated pod %s reads %q", second.UID, got)
+	}
+	if got := callNames(d.calls("NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume", "NodeUnstageVolume")); got !=
+		"NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume,NodeStageVolume,NodePublishVolume" {
+		t.Errorf("driver calls %s", got)
+	}
+
+	// A generic ephemeral volume: its PVC from the controller manager.
+	p := busyboxPod("csi-eph", name, "echo eph > /scratch/f && sleep 3600")
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+	p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &v1.PersistentVolumeClaimTemplate{Spec: v1.PersistentVolumeClaimSpec{
+			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, StorageClassName: ptr.To("e2e-hostpath"),
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("8Mi")}}}}}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	createPods(t, c, ns, p)
+	eph := waitPod(t, c, ns, "csi-eph", 120*time.Second, "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	ephPVC, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "csi-eph-scratch", metav1.GetOptions{})
+	if err != nil || len(ephPVC.OwnerReferences) != 1 || ephPVC.OwnerReferences[0].UID != eph.UID {
+		t.Fatalf("the ephemeral volume's PVC %+v %v", ephPVC, err)
+	}
+	if got := volMust(t, volExec(t, c, "csi-eph", "c"), "cat /scratch/f"); got != "eph" {
+		t.Errorf("ephemeral volume %q", got)
+	}
+	ephPV, err := c.Client.CoreV1().PersistentVolumes().Get(ctx, ephPVC.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deletePodNow(t, c, ns, "csi-eph")
+	framework.Eventually(t, 90*time.Second, 500*time.Millisecond, func() bool {
+		_, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "csi-eph-scratch", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false
+		}
+		for _, call := range d.calls("DeleteVolume") {
+			if strings.Contains(call.req, `volume_id:"`+ephPV.Spec.CSI.VolumeHandle+`"`) {
+				return true
+			}
+		}
+		return false
+	}, "the ephemeral volume's PVC and volume deleted with the pod")
+}
