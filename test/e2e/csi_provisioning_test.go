@@ -73,7 +73,9 @@ func storageClass(t *testing.T, c *framework.Cluster, name string, params map[st
 	if _, err := c.Client.StorageV1().StorageClasses().Create(context.Background(), sc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 // TestCSIDynamicProvisioning mirrors upstream's storage "StatefulSet with
