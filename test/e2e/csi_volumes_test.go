@@ -121,6 +121,17 @@ func (d *csiDriver) calls(methods ...string) []csiCall {
 	return out
 }
 
+// of keeps the calls about one volume.
+func of(handle string, cs []csiCall) []csiCall {
+	var out []csiCall
+	for _, c := range cs {
+		if strings.Contains(c.req, `volume_id:"`+handle+`"`) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func callNames(cs []csiCall) string {
 	var names []string
 	for _, c := range cs {
@@ -318,5 +329,75 @@ func TestCSIInlineVolume(t *testing.T) {
 	}, "unpublished")
 	if len(d.calls("NodeUnstageVolume")) != 0 {
 		t.Error("an inline volume was unstaged")
+	}
+}
+
+// TestCSIAttach mirrors upstream's csimock "CSI attach test using mock
+// driver" with the real attach-detach controller and external-attacher: a
+// driver with attachRequired waits for its VolumeAttachment (FailedMount
+// meanwhile, the pod Pending); once the external-attacher has attached it
+// (ControllerPublishVolume), the volume is staged with the attachment's
+// publish context; the pod gone and the volume out of volumesInUse, the
+// controller detaches it (ControllerUnpublishVolume, the VolumeAttachment
+// deleted).
+func TestCSIAttach(t *testing.T) {
+	name := "e2e-csi-attach"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	startNode(t, c, n)
+	d := startCSIDriver(t, n)
+	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)})
+	framework.Eventually(t, 20*time.Second, 100*time.Millisecond, func() bool {
+		_, drv := csiNodeDriver(t, c, name, hostpathDriver)
+		return drv != nil
+	}, "the driver registered")
+	ns := c.Namespace(t, "csi-attach")
+	vol := d.createVolume(t, ns+"-data", 16<<20, map[string]string{"type": "dir"})
+	staticPV(t, c, ns, "data", vol)
+	ctx := context.Background()
+	attachment := "csi-" + fmt.Sprintf("%x", sha256.Sum256([]byte(vol.GetVolumeId()+hostpathDriver+name)))
+
+	createPods(t, c, ns, pvcPod("csi-attached", name, "data", "echo attached > /data/f && sleep 3600"))
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		for _, e := range podEvents(t, c, ns, "csi-attached") {
+			if e.Reason == "FailedMount" && strings.Contains(e.Message, "is not attached to the node yet") {
+				return true
+			}
+		}
+		return false
+	}, "FailedMount while the volume is not attached")
+	va, err := c.Client.StorageV1().VolumeAttachments().Get(ctx, attachment, metav1.GetOptions{})
+	if err != nil || va.Spec.NodeName != name || va.Spec.Attacher != hostpathDriver || va.Status.Attached {
+		t.Fatalf("VolumeAttachment %s before the attacher runs: %+v %v", attachment, va, err)
+	}
+	if got := c.Pod(t, ns, "csi-attached"); got.Status.Phase != v1.PodPending {
+		t.Errorf("pod %s before the attachment", got.Status.Phase)
+	}
+
+	start := time.Now()
+	startSidecar(t, c, "CSI_ATTACHER", d, "--timeout=30s")
+	waitPod(t, c, ns, "csi-attached", 90*time.Second, "running once attached", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	t.Logf("attacher started -> pod Running: %v", time.Since(start).Round(10*time.Millisecond))
+	// The attacher may repeat its (idempotent) ControllerPublishVolume.
+	if calls := of(vol.GetVolumeId(), d.calls("ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume")); calls[0].method != "ControllerPublishVolume" {
+		t.Errorf("driver calls %s: not attached first", callNames(calls))
+	}
+	calls := d.calls("NodeStageVolume", "NodePublishVolume")
+	if callNames(calls) != "NodeStageVolume,NodePublishVolume" {
+		t.Fatalf("node calls %s", callNames(calls))
+	}
+	for _, call := range calls {
+		if !strings.Contains(call.req, `publish_context:{key:"attachedTo" value:"`+name+`"}`) {
+			t.Errorf("%s without the attachment's publish context: %s", call.method, call.req)
+		}
+	}
+
+	deletePodNow(t, c, ns, "csi-attached")
+	framework.Eventually(t, 120*time.Second, 500*time.Millisecond, func() bool {
+		_, err := c.Client.StorageV1().VolumeAttachments().Get(ctx, attachment, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && len(of(vol.GetVolumeId(), d.calls("ControllerUnpublishVolume"))) > 0
+	}, "detached after the pod went (ControllerUnpublishVolume, VolumeAttachment deleted)")
+	if got := callNames(of(vol.GetVolumeId(), d.calls("NodeUnpublishVolume", "NodeUnstageVolume", "ControllerUnpublishVolume"))); !strings.HasPrefix(got, "NodeUnpublishVolume,NodeUnstageVolume,ControllerUnpublishVolume") {
+		t.Errorf("teardown order %s", got)
 	}
 }
