@@ -270,6 +270,28 @@ func TestCSIPersistentVolume(t *testing.T) {
 	framework.Eventually(t, 30*time.Second, 200*time.Millisecond, func() bool {
 		return len(d.calls("NodeUnstageVolume")) == 2
 	}, "the pod deleted after the restart unpublished and unstaged")
+
+	// A pod deleted while nodelet is down (upstream #85476: no
+	// NodeUnstageVolume then): killed nodelet, pod force-deleted, its
+	// containers left running; started again, nodelet stops them and
+	// unpublishes and unstages the volume from the directories alone.
+	createPods(t, c, ns, pvcPod("csi-orphan", name, "data", "sleep 3600"))
+	orphan := waitPod(t, c, ns, "csi-orphan", 90*time.Second, "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	n.Kill()
+	if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), "csi-orphan", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		return len(d.calls("NodeUnstageVolume")) == 3
+	}, "the pod deleted while nodelet was down unpublished and unstaged")
+	un := d.calls("NodeUnpublishVolume")
+	if last := un[len(un)-1]; !strings.Contains(last.req, string(orphan.UID)) {
+		t.Errorf("last unpublish %s, not the orphan's", last.req)
+	}
+	if _, err := os.Stat(filepath.Join(n.RootDir, "pods", string(orphan.UID))); !os.IsNotExist(err) {
+		t.Errorf("the orphan's directory is left: %v", err)
+	}
 }
 
 // TestCSIInlineVolume: an inline ephemeral CSI volume is published (not
