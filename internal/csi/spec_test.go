@@ -160,3 +160,21 @@ func TestCapability(t *testing.T) {
 		t.Errorf("block capability %v", c)
 	}
 }
+
+func TestUsageOf(t *testing.T) {
+	u := UsageOf(&csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{
+		{Unit: csipb.VolumeUsage_BYTES, Total: 100, Available: 60, Used: 40},
+		{Unit: csipb.VolumeUsage_INODES, Total: 10, Available: 7, Used: 3},
+	}}, "ns", "data")
+	vs := u.SummaryStats("vol")
+	if vs.Name != "vol" || vs.PVCRef == nil || vs.PVCRef.Name != "data" || vs.PVCRef.Namespace != "ns" ||
+		*vs.CapacityBytes != 100 || *vs.AvailableBytes != 60 || *vs.UsedBytes != 40 ||
+		*vs.Inodes != 10 || *vs.InodesFree != 7 || *vs.InodesUsed != 3 {
+		t.Errorf("summary stats %+v", vs)
+	}
+	// A block volume: its size only; no claim: no PVC reference.
+	u = UsageOf(&csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: 5}}}, "", "")
+	if vs := u.SummaryStats("b"); vs.PVCRef != nil || *vs.CapacityBytes != 5 || *vs.UsedBytes != 0 || vs.Inodes != nil {
+		t.Errorf("block stats %+v", vs)
+	}
+}

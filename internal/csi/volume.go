@@ -54,6 +54,9 @@ type VolumePluginConfig struct {
 	Timeout time.Duration
 	// Clock times republishing (the real clock when nil).
 	Clock clock.Clock
+	// StatsPeriod is how long a NodeGetVolumeStats is reused
+	// (volumeStatsAggPeriod; a minute when zero).
+	StatsPeriod time.Duration
 }
 
 // VolumePlugin is the volume plugin of CSI volumes (internal/volumes'
@@ -80,6 +83,10 @@ type setKey struct {
 
 // setUp is a volume this process published for a pod.
 type setUp struct {
+	spec      *VolumeSpec
+	claimNS   string
+	claim     string
+	usage     *Usage // the last NodeGetVolumeStats
 	target    string
 	unique    v1.UniqueVolumeName // "" for inline volumes
 	republish bool
@@ -102,6 +109,9 @@ func NewVolumePlugin(cfg VolumePluginConfig) (*VolumePlugin, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.StatsPeriod == 0 {
+		cfg.StatsPeriod = time.Minute
 	}
 	if cfg.Secrets == nil && cfg.Client != nil {
 		c := cfg.Client
@@ -158,7 +168,8 @@ func (p *VolumePlugin) SetUp(ctx context.Context, vol *volumes.Volume) (string, 
 	if err != nil {
 		return "", err
 	}
-	ns := &setUp{target: target, republish: republish, published: p.cfg.Clock.Now()}
+	ns := &setUp{spec: spec, target: target, republish: republish, published: p.cfg.Clock.Now()}
+	ns.claimNS, ns.claim = claimOf(vol.Pod, vol.Spec)
 	if spec.Mode == storagev1.VolumeLifecyclePersistent {
 		ns.unique = spec.UniqueName()
 	}

@@ -189,10 +189,12 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 	// bound to CSI PersistentVolumes.
 	csiVols, err := csi.NewVolumePlugin(csi.VolumePluginConfig{
 		RootDir: opts.RootDir, NodeName: opts.NodeName, Drivers: n.csiDrivers, Client: n.client, Clock: n.clock,
+		StatsPeriod: opts.Config.VolumeStatsAggPeriod.Duration,
 	})
 	if err != nil {
 		return nil, err
 	}
+	csi.RegisterMetrics(metrics.Kubelet, csiVols)
 	for _, kind := range []string{"csi", "persistentVolumeClaim", "ephemeral"} {
 		vols.Register(kind, csiVols)
 	}

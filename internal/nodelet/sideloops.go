@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -119,6 +122,13 @@ func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, i
 		Logger:               klog.FromContext(ctx),
 		VolumeStatsAggPeriod: n.opts.Config.VolumeStatsAggPeriod.Duration,
 		PodsCgroup:           podsCgroup,
+		DriverVolume: func(ctx context.Context, pod *v1.Pod, v *v1.Volume) (statsv1alpha1.VolumeStats, bool) {
+			u, ok := n.csiVolumes.VolumeStats(ctx, pod.UID, v.Name)
+			if !ok {
+				return statsv1alpha1.VolumeStats{}, false
+			}
+			return u.SummaryStats(v.Name), true
+		},
 		Pods: func() []stats.PodInfo {
 			var out []stats.PodInfo
 			for _, p := range n.pods.Admitted("") {

@@ -62,6 +62,9 @@ type Config struct {
 	// Logger is what the /metrics/resource scrapes log to: they have no
 	// context of their own (klog's global logger when unset).
 	Logger klog.Logger
+	// DriverVolume measures a pod's volume whose driver reports its usage
+	// (CSI: NodeGetVolumeStats), false when it does not; nil: none.
+	DriverVolume func(ctx context.Context, pod *v1.Pod, v *v1.Volume) (statsv1alpha1.VolumeStats, bool)
 }
 
 // Provider computes the node's summary stats and resource metrics. It is
@@ -128,7 +131,7 @@ func (p *Provider) Summary(ctx context.Context) (*statsv1alpha1.Summary, error) 
 // filesystems, the runtime's filesystems, PIDs), without listing the
 // runtime: what the eviction signals are observed from every 10 s.
 func (p *Provider) NodeSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
-	b := &builder{p: p, s: p.nodeSample(ctx), full: true, logger: klog.FromContext(ctx), fsByMount: make(map[string]*fsInfo)}
+	b := &builder{p: p, s: p.nodeSample(ctx), full: true, logger: klog.FromContext(ctx), ctx: ctx, fsByMount: make(map[string]*fsInfo)}
 	return &statsv1alpha1.Summary{Node: b.node(ctx)}, nil
 }
 
@@ -228,7 +231,7 @@ func (p *Provider) pruneRates(s *sample) {
 
 // build turns a sample into a Summary.
 func (p *Provider) build(ctx context.Context, s *sample, rates map[string]uint64, full bool) *statsv1alpha1.Summary {
-	b := &builder{p: p, s: s, rates: rates, full: full, logger: klog.FromContext(ctx), fsByMount: make(map[string]*fsInfo)}
+	b := &builder{p: p, s: s, rates: rates, full: full, logger: klog.FromContext(ctx), ctx: ctx, fsByMount: make(map[string]*fsInfo)}
 	out := &statsv1alpha1.Summary{Node: b.node(ctx)}
 	var infos map[string]PodInfo
 	if p.cfg.Pods != nil {
@@ -258,6 +261,7 @@ type builder struct {
 	full  bool
 	// logger is the build's, from its ctx.
 	logger klog.Logger
+	ctx    context.Context
 
 	rootFs    *fsInfo // statfs(RootDir); nil if unknown
 	fsByMount map[string]*fsInfo
@@ -635,6 +639,9 @@ func (b *builder) podStorage(ps *statsv1alpha1.PodStats, rp *rawPod, info PodInf
 	if info.Pod != nil && info.VolumeDir != "" {
 		for _, v := range info.Pod.Spec.Volumes {
 			vs, ok := b.volume(info.VolumeDir, &v)
+			if !ok && b.p.cfg.DriverVolume != nil && b.ctx != nil {
+				vs, ok = b.p.cfg.DriverVolume(b.ctx, info.Pod, &v)
+			}
 			if !ok {
 				continue
 			}

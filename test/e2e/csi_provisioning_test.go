@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/test/e2e/framework"
@@ -89,6 +91,8 @@ func TestCSIDynamicProvisioning(t *testing.T) {
 	name := "e2e-csi-prov"
 	c := framework.RequireCluster(t)
 	n := framework.NewClusterNodelet(t, c, name)
+	// Volume stats measured again after 2 s (1 minute by default).
+	n.AppendConfig("volumeStatsAggPeriod: 2s\n")
 	startNode(t, c, n)
 	d := startCSIDriver(t, n)
 	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), FSGroupPolicy: ptr.To(storagev1.FileFSGroupPolicy)})
@@ -140,6 +144,22 @@ func TestCSIDynamicProvisioning(t *testing.T) {
 		t.Errorf("driver calls %s", got)
 	}
 
+	// Volume stats: the driver's NodeGetVolumeStats in the summary (with
+	// the PVC's reference) and in kubelet_volume_stats_*.
+	volMust(t, volExec(t, c, "csi-web-0", "c"), "dd if=/dev/zero of=/data/blob bs=1M count=2 2>/dev/null && sync")
+	time.Sleep(2 * time.Second) // volumeStatsAggPeriod
+	summaryVolume(t, c, n, ns, "csi-web-0", "data", "data-csi-web-0", 12<<20)
+	_, body := c.KubeletAPI(t, n, framework.APICredentials{CertName: "apiserver-kubelet-client"}, "/metrics")
+	series := `{namespace="` + ns + `",persistentvolumeclaim="data-csi-web-0"}`
+	for _, m := range []string{"capacity_bytes", "available_bytes", "used_bytes", "inodes", "inodes_free", "inodes_used"} {
+		if v := sampleValue(t, body, "kubelet_volume_stats_"+m+series); v <= 0 && m != "inodes_used" {
+			t.Errorf("kubelet_volume_stats_%s %v", m, v)
+		}
+	}
+	if used := sampleValue(t, body, "kubelet_volume_stats_used_bytes"+series); used < 2<<20 {
+		t.Errorf("kubelet_volume_stats_used_bytes %v after writing 2 MiB", used)
+	}
+
 	// A generic ephemeral volume: its PVC from the controller manager.
 	p := busyboxPod("csi-eph", name, "echo eph > /scratch/f && sleep 3600")
 	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
@@ -174,4 +194,40 @@ func TestCSIDynamicProvisioning(t *testing.T) {
 		}
 		return false
 	}, "the ephemeral volume's PVC and volume deleted with the pod")
+}
+
+// summaryVolume checks the pod's volume in /stats/summary: the PVC's
+// reference and a capacity of at least minCapacity, 2 MiB used at least.
+func summaryVolume(t *testing.T, c *framework.Cluster, n *framework.Nodelet, ns, pod, vol, claim string, minCapacity uint64) {
+	t.Helper()
+	_, body := c.KubeletAPI(t, n, framework.APICredentials{CertName: "apiserver-kubelet-client"}, "/stats/summary")
+	var sum statsv1alpha1.Summary
+	if err := json.Unmarshal([]byte(body), &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range sum.Pods {
+		if ps.PodRef.Name != pod || ps.PodRef.Namespace != ns {
+			continue
+		}
+		for _, vs := range ps.VolumeStats {
+			if vs.Name != vol {
+				continue
+			}
+			if vs.PVCRef == nil || vs.PVCRef.Name != claim || vs.PVCRef.Namespace != ns || vs.CapacityBytes == nil ||
+				*vs.CapacityBytes < minCapacity || vs.UsedBytes == nil || *vs.UsedBytes < 2<<20 || vs.Inodes == nil {
+				t.Errorf("summary volume %s: PVC %+v, capacity %v used %v inodes %v", vol, vs.PVCRef, deref(vs.CapacityBytes), deref(vs.UsedBytes), deref(vs.Inodes))
+			}
+			return
+		}
+		t.Errorf("no volume %s in the summary of %s/%s: %+v", vol, ns, pod, ps.VolumeStats)
+		return
+	}
+	t.Errorf("no pod %s/%s in the summary", ns, pod)
+}
+
+func deref(p *uint64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
