@@ -1,12 +1,15 @@
 package csi
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -176,5 +179,42 @@ func TestUsageOf(t *testing.T) {
 	u = UsageOf(&csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: 5}}}, "", "")
 	if vs := u.SummaryStats("b"); vs.PVCRef != nil || *vs.CapacityBytes != 5 || *vs.UsedBytes != 0 || vs.Inodes != nil {
 		t.Errorf("block stats %+v", vs)
+	}
+}
+
+func TestNodeExpansion(t *testing.T) {
+	gi := func(s string) v1.ResourceList { return v1.ResourceList{v1.ResourceStorage: resource.MustParse(s)} }
+	pv := &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{Capacity: gi("2Gi")}}
+	for _, tc := range []struct {
+		name   string
+		have   string
+		status v1.ClaimResourceStatus
+		want   bool
+	}{
+		{"grown, node step pending", "1Gi", v1.PersistentVolumeClaimNodeResizePending, true},
+		{"grown, node attempt to finish", "1Gi", v1.PersistentVolumeClaimNodeResizeInProgress, true},
+		{"controller still at work", "1Gi", v1.PersistentVolumeClaimControllerResizeInProgress, false},
+		{"infeasible", "1Gi", v1.PersistentVolumeClaimNodeResizeInfeasible, false},
+		{"already as large", "2Gi", v1.PersistentVolumeClaimNodeResizePending, false},
+	} {
+		pvc := &v1.PersistentVolumeClaim{Status: v1.PersistentVolumeClaimStatus{Capacity: gi(tc.have),
+			AllocatedResourceStatuses: map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: tc.status}}}
+		size, got := NodeExpansionNeeded(pvc, pv)
+		if got != tc.want || size.String() != "2Gi" {
+			t.Errorf("%s: %v %s, want %v", tc.name, got, size.String(), tc.want)
+		}
+	}
+	pvc := &v1.PersistentVolumeClaim{Status: v1.PersistentVolumeClaimStatus{Capacity: gi("1Gi"),
+		AllocatedResourceStatuses: map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: v1.PersistentVolumeClaimNodeResizeInProgress},
+		Conditions:                []v1.PersistentVolumeClaimCondition{{Type: v1.PersistentVolumeClaimFileSystemResizePending}, {Type: "Other"}}}}
+	failed := ExpansionFailed(pvc, errors.New("boom"), time.Unix(0, 0))
+	if last := failed.Status.Conditions[len(failed.Status.Conditions)-1]; last.Type != v1.PersistentVolumeClaimNodeResizeError ||
+		last.Message != "failed to expand pvc with boom" || failed.Status.AllocatedResourceStatuses[v1.ResourceStorage] != v1.PersistentVolumeClaimNodeResizeInProgress {
+		t.Errorf("failed status %+v", failed.Status)
+	}
+	done := ExpansionFinished(failed, resource.MustParse("2Gi"))
+	if c := done.Status.Capacity[v1.ResourceStorage]; c.String() != "2Gi" || done.Status.AllocatedResourceStatuses != nil ||
+		len(done.Status.Conditions) != 1 || done.Status.Conditions[0].Type != "Other" {
+		t.Errorf("finished status %+v", done.Status)
 	}
 }

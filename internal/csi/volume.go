@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -54,6 +55,8 @@ type VolumePluginConfig struct {
 	Timeout time.Duration
 	// Clock times republishing (the real clock when nil).
 	Clock clock.Clock
+	// Recorder records the pods' expansion events; nil: none.
+	Recorder record.EventRecorder
 	// StatsPeriod is how long a NodeGetVolumeStats is reused
 	// (volumeStatsAggPeriod; a minute when zero).
 	StatsPeriod time.Duration
@@ -83,6 +86,7 @@ type setKey struct {
 
 // setUp is a volume this process published for a pod.
 type setUp struct {
+	pod       *v1.Pod
 	spec      *VolumeSpec
 	claimNS   string
 	claim     string
@@ -168,7 +172,7 @@ func (p *VolumePlugin) SetUp(ctx context.Context, vol *volumes.Volume) (string, 
 	if err != nil {
 		return "", err
 	}
-	ns := &setUp{spec: spec, target: target, republish: republish, published: p.cfg.Clock.Now()}
+	ns := &setUp{pod: vol.Pod, spec: spec, target: target, republish: republish, published: p.cfg.Clock.Now()}
 	ns.claimNS, ns.claim = claimOf(vol.Pod, vol.Spec)
 	if spec.Mode == storagev1.VolumeLifecyclePersistent {
 		ns.unique = spec.UniqueName()

@@ -17,6 +17,10 @@ import (
 // upstream's <root-dir>/plugins_registry.
 const PluginsRegistryDir = "plugins_registry"
 
+// expansionPeriod is how often the PVCs of published volumes are checked
+// for a node expansion to finish.
+const expansionPeriod = 2 * time.Second
+
 // startPlugins runs plugin registration (CSI drivers) and, in cluster
 // mode, makes sure the node's CSINode exists once the Node does.
 func (n *Nodelet) startPlugins(ctx context.Context, goRun func(func())) error {
@@ -36,6 +40,10 @@ func (n *Nodelet) startPlugins(ctx context.Context, goRun func(func())) error {
 		return err
 	}
 	goRun(func() { m.Run(ctx) })
+	// Volume expansion finished on the node once the controller side grew
+	// a PVC (upstream's volume manager looks every 100 ms; a PVC read each
+	// 2 s is enough for an operation that takes the controller seconds).
+	goRun(func() { n.csiVolumes.RunExpansion(ctx, expansionPeriod) })
 	if info != nil {
 		goRun(func() {
 			// The Node is registered by the node status loop: until then,

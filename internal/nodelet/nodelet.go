@@ -189,7 +189,7 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 	// bound to CSI PersistentVolumes.
 	csiVols, err := csi.NewVolumePlugin(csi.VolumePluginConfig{
 		RootDir: opts.RootDir, NodeName: opts.NodeName, Drivers: n.csiDrivers, Client: n.client, Clock: n.clock,
-		StatsPeriod: opts.Config.VolumeStatsAggPeriod.Duration,
+		StatsPeriod: opts.Config.VolumeStatsAggPeriod.Duration, Recorder: n.recorder,
 	})
 	if err != nil {
 		return nil, err

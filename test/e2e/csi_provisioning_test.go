@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,4 +231,113 @@ func deref(p *uint64) any {
 		return nil
 	}
 	return *p
+}
+
+// TestCSIVolumeExpansion mirrors upstream's "should resize volume when PVC
+// is edited while pod is using it" (online expansion) with the host-path
+// driver's xfs images (xfs grows online without CAP_SYS_RESOURCE, which
+// this machine lacks for ext4) and the project's csiresizer in the place
+// of external-resizer: the PVC's request grows, the controller side grows
+// the volume and leaves NodeResizePending; nodelet calls NodeExpandVolume
+// on the mounted volume, the file system grows inside the running
+// container, and the PVC reports the new capacity with its resize status
+// and conditions cleared.
+func TestCSIVolumeExpansion(t *testing.T) {
+	name := "e2e-csi-expand"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	startNode(t, c, n)
+	d := startCSIDriver(t, n)
+	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)})
+	startSidecar(t, c, "CSI_PROVISIONER", d, "--timeout=30s")
+	resizer, err := framework.BuildTool("./hack/tools/csiresizer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcmd := exec.Command(resizer, "-csi-address", d.endpoint, "-kubeconfig", c.Env["KUBECONFIG"], "-driver", hostpathDriver)
+	rlog, err := os.Create(filepath.Join(filepath.Dir(d.endpoint), "resizer.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcmd.Stdout, rcmd.Stderr = rlog, rlog
+	if err := rcmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rcmd.Process.Kill()
+		_ = rcmd.Wait()
+		rlog.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(rlog.Name())
+			t.Logf("resizer log:\n%s", b)
+		}
+	})
+	storageClass(t, c, "e2e-hostpath-xfs", map[string]string{"type": "image", "csi.storage.k8s.io/fstype": "xfs"})
+	ns := c.Namespace(t, "csi-expand")
+	ctx := context.Background()
+	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: v1.PersistentVolumeClaimSpec{
+		AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, StorageClassName: ptr.To("e2e-hostpath-xfs"),
+		Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("300Mi")}}}}
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := pvcPod("csi-grow", name, "data", "sleep 3600")
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+	createPods(t, c, ns, p)
+	waitPod(t, c, ns, "csi-grow", 120*time.Second, "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	exec := volExec(t, c, "csi-grow", "c")
+	size := func() int64 {
+		out := volMust(t, exec, "df -k /data | tail -1 | awk '{print $2}'")
+		var kb int64
+		if _, err := fmt.Sscan(out, &kb); err != nil {
+			t.Fatalf("df: %q", out)
+		}
+		return kb << 10
+	}
+	before := size()
+	if fs := volMust(t, exec, "grep ' /data ' /proc/mounts | cut -d' ' -f3"); fs != "xfs" {
+		t.Fatalf("the volume is %q, want xfs", fs)
+	}
+
+	start := time.Now()
+	cur, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Resources.Requests[v1.ResourceStorage] = resource.MustParse("400Mi")
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var done *v1.PersistentVolumeClaim
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		got, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+		q := got.Status.Capacity[v1.ResourceStorage]
+		done = got
+		return err == nil && q.Cmp(resource.MustParse("400Mi")) == 0
+	}, "the PVC's capacity 400Mi")
+	t.Logf("PVC request grown -> capacity reported after node expansion: %v", time.Since(start).Round(10*time.Millisecond))
+	if len(done.Status.AllocatedResourceStatuses) != 0 {
+		t.Errorf("after the expansion: resize statuses %v", done.Status.AllocatedResourceStatuses)
+	}
+	for _, cond := range done.Status.Conditions {
+		switch cond.Type {
+		case v1.PersistentVolumeClaimResizing, v1.PersistentVolumeClaimFileSystemResizePending, v1.PersistentVolumeClaimNodeResizeError:
+			t.Errorf("after the expansion: condition %+v", cond)
+		}
+	}
+	if after := size(); after-before < 90<<20 {
+		t.Errorf("file system %d -> %d bytes inside the container, want 100 MiB more", before, after)
+	}
+	if ex := d.calls("NodeExpandVolume"); len(ex) != 1 || !strings.Contains(ex[0].req, "required_bytes:419430400") {
+		t.Errorf("NodeExpandVolume calls %+v", ex)
+	}
+	framework.Eventually(t, 10*time.Second, 200*time.Millisecond, func() bool {
+		for _, e := range podEvents(t, c, ns, "csi-grow") {
+			if e.Reason == "FileSystemResizeSuccessful" {
+				return true
+			}
+		}
+		return false
+	}, "FileSystemResizeSuccessful event")
+	deletePodNow(t, c, ns, "csi-grow")
 }
