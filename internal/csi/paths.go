@@ -32,6 +32,20 @@ func PublishPath(root, podUID, specName string) string {
 	return filepath.Join(root, "pods", podUID, "volumes", "kubernetes.io~csi", escapeName(specName), "mount")
 }
 
+// BlockStagingPath is where a block volume is staged, as upstream's
+// csi_block getStagingPath:
+// <root>/plugins/kubernetes.io/csi/volumeDevices/staging/<pv>.
+func BlockStagingPath(root, pv string) string {
+	return filepath.Join(root, "plugins", PluginName, "volumeDevices", "staging", escapeName(pv))
+}
+
+// BlockPublishPath is the device file a block volume is published to for
+// a pod, as upstream's getPublishPath:
+// <root>/plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<podUID>.
+func BlockPublishPath(root, pv, podUID string) string {
+	return filepath.Join(root, "plugins", PluginName, "volumeDevices", "publish", escapeName(pv), podUID)
+}
+
 // AttachmentID is the VolumeAttachment's name for a volume on a node, as
 // upstream's getAttachmentName: csi-<sha256(handle+driver+node)>.
 func AttachmentID(handle, driver, node string) string {
@@ -51,6 +65,10 @@ type VolData struct {
 	NodeName            string `json:"nodeName,omitempty"`
 	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
 	AttachmentID        string `json:"attachmentID,omitempty"`
+	// DevicePath is where a block volume is published (nodelet's: it
+	// keeps the pod's record under <pod>/volumes, so teardown works from
+	// the pod's directory for block volumes too).
+	DevicePath string `json:"devicePath,omitempty"`
 }
 
 // WriteVolData writes d into dir/vol_data.json.

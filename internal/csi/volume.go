@@ -247,6 +247,10 @@ func (p *VolumePlugin) publish(ctx context.Context, vol *volumes.Volume, spec *V
 		return "", false, fmt.Errorf("kubernetes.io/csi: NodeGetCapabilities of %s: %w", spec.Driver, err)
 	}
 	target := PublishPath(p.cfg.RootDir, string(vol.Pod.UID), spec.SpecName)
+	record := filepath.Dir(target)
+	if spec.Block {
+		target = BlockPublishPath(p.cfg.RootDir, spec.SpecName, string(vol.Pod.UID))
+	}
 	if !again {
 		// Published already (nodelet restarted): not published twice.
 		if mounted, _ := isMountPoint(target); mounted {
@@ -268,6 +272,9 @@ func (p *VolumePlugin) publish(ctx context.Context, vol *volumes.Volume, spec *V
 	staging := ""
 	if spec.Mode == storagev1.VolumeLifecyclePersistent && caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
 		staging = StagingPath(p.cfg.RootDir, spec.Driver, spec.Handle)
+		if spec.Block {
+			staging = BlockStagingPath(p.cfg.RootDir, spec.SpecName)
+		}
 		if err := p.stage(ctx, node, spec, staging, capability, publishContext); err != nil {
 			return "", false, err
 		}
@@ -291,11 +298,17 @@ func (p *VolumePlugin) publish(ctx context.Context, vol *volumes.Volume, spec *V
 			attrs = Merge(attrs, map[string]string{KeyTokens: tokens})
 		}
 	}
-	dir := filepath.Dir(target)
-	if err := WriteVolData(dir, VolData{
+	data := VolData{
 		SpecVolID: spec.SpecName, VolumeHandle: spec.Handle, DriverName: spec.Driver, NodeName: p.cfg.NodeName,
 		VolumeLifecycleMode: string(spec.Mode), AttachmentID: AttachmentID(spec.Handle, spec.Driver, p.cfg.NodeName),
-	}); err != nil {
+	}
+	if spec.Block {
+		data.DevicePath = target
+		if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
+			return "", false, fmt.Errorf("kubernetes.io/csi: blockMapper.SetUpDevice failed to create dir %s: %w", filepath.Dir(target), err)
+		}
+	}
+	if err := WriteVolData(record, data); err != nil {
 		return "", false, fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to save volume info data: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
@@ -331,13 +344,13 @@ func (p *VolumePlugin) stage(ctx context.Context, node csipb.NodeClient, spec *V
 		p.markStaged(key, true)
 		return nil
 	}
-	if err := WriteVolData(filepath.Dir(staging), VolData{VolumeHandle: spec.Handle, DriverName: spec.Driver}); err != nil {
-		return fmt.Errorf("kubernetes.io/csi: attacher.MountDevice failed to save volume info data: %w", err)
-	}
 	if !spec.Block {
-		if err := os.MkdirAll(staging, 0o750); err != nil {
-			return fmt.Errorf("kubernetes.io/csi: attacher.MountDevice failed to create dir %s: %w", staging, err)
+		if err := WriteVolData(filepath.Dir(staging), VolData{VolumeHandle: spec.Handle, DriverName: spec.Driver}); err != nil {
+			return fmt.Errorf("kubernetes.io/csi: attacher.MountDevice failed to save volume info data: %w", err)
 		}
+	}
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return fmt.Errorf("kubernetes.io/csi: attacher.MountDevice failed to create dir %s: %w", staging, err)
 	}
 	secrets, err := p.secrets(ctx, spec.StageSecret)
 	if err != nil {
@@ -459,6 +472,9 @@ func (p *VolumePlugin) TearDown(ctx context.Context, dir string) error {
 	}
 	node := csipb.NewNodeClient(conn)
 	target := filepath.Join(dir, "mount")
+	if data.DevicePath != "" {
+		target = data.DevicePath
+	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	if _, err := node.NodeUnpublishVolume(cctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: target}); err != nil {
@@ -479,8 +495,14 @@ func (p *VolumePlugin) TearDown(ctx context.Context, dir string) error {
 	if data.VolumeLifecycleMode == string(storagev1.VolumeLifecycleEphemeral) {
 		return nil
 	}
-	staging := StagingPath(p.cfg.RootDir, data.DriverName, data.VolumeHandle)
-	if _, err := os.Stat(filepath.Dir(staging)); err != nil {
+	staging, stagingDir := StagingPath(p.cfg.RootDir, data.DriverName, data.VolumeHandle), ""
+	stagingDir = filepath.Dir(staging)
+	if data.DevicePath != "" {
+		_ = os.Remove(filepath.Dir(data.DevicePath)) // publish/<pv>, when empty
+		staging = BlockStagingPath(p.cfg.RootDir, data.SpecVolID)
+		stagingDir = staging
+	}
+	if _, err := os.Stat(stagingDir); err != nil {
 		return nil // not staged
 	}
 	if p.usedElsewhere(data.DriverName, data.VolumeHandle) {
@@ -495,8 +517,10 @@ func (p *VolumePlugin) TearDown(ctx context.Context, dir string) error {
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
 	}
 	_ = os.Remove(staging)
-	_ = os.Remove(filepath.Join(filepath.Dir(staging), VolDataFile))
-	_ = os.Remove(filepath.Dir(staging))
+	if data.DevicePath == "" {
+		_ = os.Remove(filepath.Join(stagingDir, VolDataFile))
+		_ = os.Remove(stagingDir)
+	}
 	p.markStaged(data.DriverName+"/"+data.VolumeHandle, false)
 	logger.Info("CSI volume unstaged", "driver", data.DriverName, "handle", data.VolumeHandle, "staging", staging)
 	return nil

@@ -87,6 +87,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		Labels:      containerLabels(pod, c),
 		Annotations: containerAnnotations(pod, c, restartCount),
 		Mounts:      mounts,
+		Devices:     containerDevices(c, volumePaths),
 		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", restartCount)),
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,
@@ -315,4 +316,17 @@ func readOnlyVolume(pod *v1.Pod, name string) bool {
 		}
 	}
 	return false
+}
+
+// containerDevices are the container's volumeDevices: each block volume's
+// device on the host (where its plugin published it) at its devicePath,
+// readable, writable and mknod-able, as upstream's makeDevices.
+func containerDevices(c *v1.Container, volumePaths map[string]string) []*runtimeapi.Device {
+	var out []*runtimeapi.Device
+	for _, d := range c.VolumeDevices {
+		if p, ok := volumePaths[d.Name]; ok {
+			out = append(out, &runtimeapi.Device{HostPath: p, ContainerPath: d.DevicePath, Permissions: "mrw"})
+		}
+	}
+	return out
 }

@@ -34,8 +34,12 @@ func Unsupported(pod *v1.Pod) []string {
 		if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
 			out = append(out, path+".lifecycle.stopSignal (not supported by containerd 1.6)")
 		}
-		if len(c.VolumeDevices) > 0 {
-			out = append(out, path+".volumeDevices (block volumes)")
+		for i, d := range c.VolumeDevices {
+			// Only a PVC (or a generic ephemeral volume's) can be a block
+			// volume; whether its PV is one shows when it is set up.
+			if v := volumeNamed(spec, d.Name); v == nil || (v.PersistentVolumeClaim == nil && v.Ephemeral == nil) {
+				out = append(out, fmt.Sprintf("%s.volumeDevices[%d] (%s is not a persistentVolumeClaim or ephemeral volume)", path, i, d.Name))
+			}
 		}
 		if len(c.Resources.Claims) > 0 {
 			out = append(out, path+".resources.claims (dynamic resource allocation)")
@@ -47,4 +51,13 @@ func Unsupported(pod *v1.Pod) []string {
 // UnsupportedMessage is the refusal message for Unsupported's list.
 func UnsupportedMessage(fields []string) string {
 	return "Pod uses what this node cannot provide: " + strings.Join(fields, "; ")
+}
+
+func volumeNamed(spec *v1.PodSpec, name string) *v1.Volume {
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name == name {
+			return &spec.Volumes[i]
+		}
+	}
+	return nil
 }

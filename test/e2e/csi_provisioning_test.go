@@ -67,6 +67,16 @@ func startSidecar(t *testing.T, c *framework.Cluster, envName string, d *csiDriv
 
 // storageClass creates a StorageClass of the host-path driver, removed
 // when the test ends.
+// waitRegistered waits for the host-path driver in the node's CSINode:
+// the external-provisioner takes its topology from there.
+func waitRegistered(t *testing.T, c *framework.Cluster, node string) {
+	t.Helper()
+	framework.Eventually(t, 20*time.Second, 100*time.Millisecond, func() bool {
+		_, drv := csiNodeDriver(t, c, node, hostpathDriver)
+		return drv != nil
+	}, "the driver registered")
+}
+
 func storageClass(t *testing.T, c *framework.Cluster, name string, params map[string]string) {
 	t.Helper()
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: hostpathDriver, Parameters: params,
@@ -96,6 +106,7 @@ func TestCSIDynamicProvisioning(t *testing.T) {
 	n.AppendConfig("volumeStatsAggPeriod: 2s\n")
 	startNode(t, c, n)
 	d := startCSIDriver(t, n)
+	waitRegistered(t, c, name)
 	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), FSGroupPolicy: ptr.To(storagev1.FileFSGroupPolicy)})
 	startSidecar(t, c, "CSI_PROVISIONER", d, "--extra-create-metadata", "--timeout=30s")
 	storageClass(t, c, "e2e-hostpath", map[string]string{"type": "image"})
@@ -248,6 +259,7 @@ func TestCSIVolumeExpansion(t *testing.T) {
 	n := framework.NewClusterNodelet(t, c, name)
 	startNode(t, c, n)
 	d := startCSIDriver(t, n)
+	waitRegistered(t, c, name)
 	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)})
 	startSidecar(t, c, "CSI_PROVISIONER", d, "--timeout=30s")
 	resizer, err := framework.BuildTool("./hack/tools/csiresizer")
@@ -340,4 +352,69 @@ func TestCSIVolumeExpansion(t *testing.T) {
 		return false
 	}, "FileSystemResizeSuccessful event")
 	deletePodNow(t, c, ns, "csi-grow")
+}
+
+// TestCSIBlockVolume mirrors upstream's "[Testpattern: Dynamic PV (block
+// volmode)] volumes should store data": a provisioned block volume is
+// staged at upstream's volumeDevices/staging/<pv> and published as a device
+// file at volumeDevices/publish/<pv>/<pod uid>, given to the container at
+// its devicePath; the pod writes and reads the raw device; deleted, the
+// device is unpublished and unstaged.
+func TestCSIBlockVolume(t *testing.T) {
+	name := "e2e-csi-block"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	startNode(t, c, n)
+	d := startCSIDriver(t, n)
+	waitRegistered(t, c, name)
+	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)})
+	startSidecar(t, c, "CSI_PROVISIONER", d, "--timeout=30s")
+	storageClass(t, c, "e2e-hostpath-block", map[string]string{"type": "image"})
+	ns := c.Namespace(t, "csi-block")
+	ctx := context.Background()
+	block := v1.PersistentVolumeBlock
+	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "raw"}, Spec: v1.PersistentVolumeClaimSpec{
+		AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, StorageClassName: ptr.To("e2e-hostpath-block"), VolumeMode: &block,
+		Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("16Mi")}}}}
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := busyboxPod("csi-raw", name, "sleep 3600")
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+	p.Spec.Volumes = []v1.Volume{{Name: "raw", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "raw"}}}}
+	p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "raw", DevicePath: "/dev/xvda"}}
+	createPods(t, c, ns, p)
+	pod := waitPod(t, c, ns, "csi-raw", 120*time.Second, "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	exec := volExec(t, c, "csi-raw", "c")
+	volMust(t, exec, "[ -b /dev/xvda ] && printf block-data | dd of=/dev/xvda bs=512 seek=100 conv=notrunc,fsync 2>/dev/null")
+	if got := volMust(t, exec, "dd if=/dev/xvda bs=512 skip=100 count=1 2>/dev/null | head -c 10"); got != "block-data" {
+		t.Errorf("read back %q from the device", got)
+	}
+	if got := volMust(t, exec, "blockdev --getsize64 /dev/xvda 2>/dev/null || wc -c </dev/xvda"); got != fmt.Sprint(16<<20) {
+		t.Errorf("device size %s", got)
+	}
+	got, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "raw", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv := got.Spec.VolumeName
+	staging := filepath.Join(n.RootDir, "plugins", "kubernetes.io", "csi", "volumeDevices", "staging", pv)
+	target := filepath.Join(n.RootDir, "plugins", "kubernetes.io", "csi", "volumeDevices", "publish", pv, string(pod.UID))
+	calls := d.calls("NodeStageVolume", "NodePublishVolume")
+	if callNames(calls) != "NodeStageVolume,NodePublishVolume" {
+		t.Fatalf("driver calls %s", callNames(calls))
+	}
+	if !strings.Contains(calls[0].req, `staging_target_path:"`+staging+`"`) || !strings.Contains(calls[0].req, "block:{}") {
+		t.Errorf("NodeStageVolume %s, want block at %s", calls[0].req, staging)
+	}
+	if !strings.Contains(calls[1].req, `target_path:"`+target+`"`) || !strings.Contains(calls[1].req, "block:{}") {
+		t.Errorf("NodePublishVolume %s, want block at %s", calls[1].req, target)
+	}
+	deletePodNow(t, c, ns, "csi-raw")
+	if got := callNames(d.calls("NodeUnpublishVolume", "NodeUnstageVolume")); got != "NodeUnpublishVolume,NodeUnstageVolume" {
+		t.Errorf("teardown calls %s", got)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("the device file is left: %v", err)
+	}
 }
