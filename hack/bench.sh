@@ -33,6 +33,8 @@ go run ./bench/bootstrap -reps "${BENCH_BOOTSTRAP_REPS:-5}" -out bench/results/b
 go run ./bench/rotation -out bench/results/rotation.json -section bench/results/rotation.md
 # CSI driver registration, side by side (bench/csiregistration).
 go run ./bench/csiregistration -reps "${BENCH_CSIREG_REPS:-3}" -out bench/results/csiregistration.json -section bench/results/csiregistration.md
+# Pods with a CSI persistent volume, side by side (bench/csivolume).
+go run ./bench/csivolume -reps "${BENCH_CSIVOL_REPS:-10}" -out bench/results/csivolume.json -section bench/results/csivolume.md
 # Graceful node shutdown, side by side (bench/shutdown).
 go run ./bench/shutdown -reps "${BENCH_SHUTDOWN_REPS:-3}" -cancels "${BENCH_SHUTDOWN_CANCELS:-2}" \
 	-out bench/results/shutdown.json -section bench/results/shutdown.md
@@ -126,6 +128,10 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "<!-- csiregistration: begin (bench/csiregistration) -->"
 	cat bench/results/csiregistration.md
 	echo "<!-- csiregistration: end -->"
+	echo
+	echo "<!-- csivolume: begin (bench/csivolume) -->"
+	cat bench/results/csivolume.md
+	echo "<!-- csivolume: end -->"
 	echo
 	echo "<!-- shutdown: begin (bench/shutdown) -->"
 	cat bench/results/shutdown.md

@@ -20,11 +20,9 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,7 +113,7 @@ func measure(b *nodeagent.Bench, name, driver, node string) (Run, error) {
 	registry := filepath.Join(a.Dir, "root", "plugins_registry")
 	registered := func() bool { return inCSINode(b.Client, node) }
 
-	d, err := startDriver(driver, registry, node)
+	d, err := nodeagent.StartCSIDriver(driver, registry, node)
 	if err != nil {
 		return run, err
 	}
@@ -123,12 +121,12 @@ func measure(b *nodeagent.Bench, name, driver, node string) (Run, error) {
 	if nodeagent.Poll(30*time.Second, 50*time.Millisecond, registered) {
 		run.Register = time.Since(start).Seconds()
 	}
-	stopped := d.stop()
+	stopped := d.Stop()
 	if nodeagent.Poll(30*time.Second, 50*time.Millisecond, func() bool { return !registered() }) {
 		run.Deregister = time.Since(stopped).Seconds()
 	}
 
-	d, err = startDriver(driver, registry, node, "-fail-node-get-info", "2")
+	d, err = nodeagent.StartCSIDriver(driver, registry, node, "-fail-node-get-info", "2")
 	if err != nil {
 		return run, err
 	}
@@ -136,7 +134,7 @@ func measure(b *nodeagent.Bench, name, driver, node string) (Run, error) {
 	if nodeagent.Poll(retryWait, 100*time.Millisecond, registered) {
 		run.RegisterRetry = time.Since(start).Seconds()
 	}
-	d.stop()
+	d.Stop()
 	return run, nil
 }
 
@@ -151,40 +149,6 @@ func inCSINode(c kubernetes.Interface, node string) bool {
 		}
 	}
 	return false
-}
-
-type driverProc struct {
-	cmd  *exec.Cmd
-	dir  string
-	done chan struct{}
-}
-
-func startDriver(bin, registry, node string, extra ...string) (*driverProc, error) {
-	dir, err := os.MkdirTemp("", "csi")
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Create(filepath.Join(dir, "driver.log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, append([]string{"-endpoint", filepath.Join(dir, "csi.sock"), "-node-id", node, "-registry-dir", registry}, extra...)...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &driverProc{cmd: cmd, dir: dir, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
-	return p, nil
-}
-
-// stop stops the driver (its sockets go with it) and returns when it did.
-func (p *driverProc) stop() time.Time {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	<-p.done
-	at := time.Now()
-	_ = os.RemoveAll(p.dir)
-	return at
 }
 
 func median(v []float64) float64 {
