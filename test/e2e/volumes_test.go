@@ -55,7 +55,8 @@ func TestClusterVolumes(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Volumes nodelet cannot provide: the pod waits with FailedMount.
+	// Volumes nodelet cannot provide (a PVC that does not exist, a
+	// hostPath of the wrong type): the pod waits with FailedMount.
 	pvc := busyboxPod("pvc", name, "true")
 	pvc.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "nope"}}}}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
@@ -119,7 +120,7 @@ func TestClusterVolumes(t *testing.T) {
 	framework.Eventually(t, 90*time.Second, time.Second, func() bool { return exec("cat /etc/cfg/greeting") == "bonjour" }, "the ConfigMap update in the pod")
 	t.Logf("ConfigMap update visible in the pod after %v", time.Since(start).Round(time.Second))
 
-	for pod, want := range map[string]string{"pvc": "volume type persistentVolumeClaim is not supported by this node", "badhost": "is not a Directory"} {
+	for pod, want := range map[string]string{"pvc": `error processing PVC ` + ns + `/nope: persistentvolumeclaims "nope" not found`, "badhost": "is not a Directory"} {
 		got := waitPod(t, c, ns, pod, 30*time.Second, "waiting with the mount error", func(p *v1.Pod) bool {
 			cs := p.Status.ContainerStatuses
 			return len(cs) == 1 && cs[0].State.Waiting != nil && strings.Contains(cs[0].State.Waiting.Message, want)
@@ -392,8 +393,9 @@ func TestVolumeDownwardAPIResources(t *testing.T) {
 // TestVolumeMountFailures: a missing ConfigMap holds its pod back with
 // FailedMount until it is created, then the pod starts with it; a missing
 // optional one lets its pod start with an empty directory (and its files
-// appear once it is created); volume types the node has no plugin for
-// (PVC, CSI inline, NFS) give FailedMount saying so.
+// appear once it is created); a PVC that does not exist, a CSI driver not
+// registered (upstream's message) and a volume type the node has no plugin
+// for (NFS) give FailedMount saying so.
 func TestVolumeMountFailures(t *testing.T) {
 	const node = "e2e-vol-failures"
 	c, _ := clusterNode(t, node, "")
@@ -443,9 +445,9 @@ func TestVolumeMountFailures(t *testing.T) {
 		}
 	}
 	failedMount("late", `configmaps "late" not found`)
-	for pod, kind := range map[string]string{"pvc": "persistentVolumeClaim", "csi": "csi", "nfs": "nfs"} {
-		failedMount(pod, "volume type "+kind+" is not supported by this node: no volume plugin for it")
-	}
+	failedMount("pvc", `error processing PVC `+ns+`/claim: persistentvolumeclaims "claim" not found`)
+	failedMount("csi", "kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name inline.csi.example.com not found in the list of registered CSI drivers")
+	failedMount("nfs", "volume type nfs is not supported by this node: no volume plugin for it")
 
 	// The optional one runs, with an empty directory.
 	waitPod(t, c, ns, "optional", 60*time.Second, "Ready", podReady)
