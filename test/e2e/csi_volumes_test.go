@@ -423,3 +423,56 @@ func TestCSIAttach(t *testing.T) {
 		t.Errorf("teardown order %s", got)
 	}
 }
+
+// TestCSIFSGroupAndTokens mirrors upstream's csimock "CSI FSGroupPolicy"
+// and "CSIServiceAccountToken" cases: with fsGroupPolicy File nodelet gives
+// the volume the pod's fsGroup (a non-root container writes to it); the
+// driver's tokenRequests put a token for its audience, bound to the pod, in
+// the volume context; a driver with VOLUME_MOUNT_GROUP gets the fsGroup in
+// the capability and applies it itself.
+func TestCSIFSGroupAndTokens(t *testing.T) {
+	name := "e2e-csi-fsgroup"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	startNode(t, c, n)
+	// podInfoOnMount: the driver tells inline volumes by csi.storage.k8s.io/ephemeral.
+	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), FSGroupPolicy: ptr.To(storagev1.FileFSGroupPolicy),
+		PodInfoOnMount: ptr.To(true),
+		TokenRequests:        []storagev1.TokenRequest{{Audience: "e2e-csi-audience", ExpirationSeconds: ptr.To[int64](3600)}},
+		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral}})
+	ns := c.Namespace(t, "csi-fsgroup")
+	mk := func(pod string) *v1.Pod {
+		p := busyboxPod(pod, name, "sleep 3600")
+		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+		p.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](4321), RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)}
+		p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: hostpathDriver}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+		return p
+	}
+	check := func(d *csiDriver, pod string, mountGroup bool) {
+		t.Helper()
+		createPods(t, c, ns, mk(pod))
+		waitPod(t, c, ns, pod, 60*time.Second, "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+		exec := volExec(t, c, pod, "c")
+		if got := volMust(t, exec, "stat -c %g /scratch && touch /scratch/by-user && stat -c %u:%g /scratch/by-user"); got != "4321\n1000:4321" {
+			t.Errorf("%s: volume group and a new file's owner %q, want 4321 and 1000:4321", pod, got)
+		}
+		calls := d.calls("NodePublishVolume")
+		if len(calls) == 0 {
+			t.Fatalf("%s: no NodePublishVolume", pod)
+		}
+		req := calls[len(calls)-1].req
+		if !strings.Contains(req, `key:"csi.storage.k8s.io/serviceAccount.tokens"`) || !strings.Contains(req, `e2e-csi-audience`) {
+			t.Errorf("%s: NodePublishVolume without the driver's token: %s", pod, req)
+		}
+		if got := strings.Contains(req, `volume_mount_group:"4321"`); got != mountGroup {
+			t.Errorf("%s: volume_mount_group in NodePublishVolume %v, want %v: %s", pod, got, mountGroup, req)
+		}
+		deletePodNow(t, c, ns, pod)
+	}
+	d := startCSIDriver(t, n)
+	check(d, "csi-fsgroup-kubelet", false)
+	d.stop()
+	d = startCSIDriver(t, n, "-volume-mount-group")
+	check(d, "csi-fsgroup-driver", true)
+}

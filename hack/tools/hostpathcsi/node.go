@@ -274,7 +274,7 @@ func (d *driver) publishAt(v *volume, req *csipb.NodePublishVolumeRequest, stage
 		if err := os.Chown(target, -1, gid); err != nil {
 			return err
 		}
-		if err := os.Chmod(target, 0o2775); err != nil {
+		if err := os.Chmod(target, os.ModeSetgid|0o775); err != nil {
 			return err
 		}
 	}
