@@ -437,7 +437,7 @@ func TestCSIFSGroupAndTokens(t *testing.T) {
 	startNode(t, c, n)
 	// podInfoOnMount: the driver tells inline volumes by csi.storage.k8s.io/ephemeral.
 	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), FSGroupPolicy: ptr.To(storagev1.FileFSGroupPolicy),
-		PodInfoOnMount: ptr.To(true),
+		PodInfoOnMount:       ptr.To(true),
 		TokenRequests:        []storagev1.TokenRequest{{Audience: "e2e-csi-audience", ExpirationSeconds: ptr.To[int64](3600)}},
 		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral}})
 	ns := c.Namespace(t, "csi-fsgroup")
