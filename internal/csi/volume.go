@@ -1,16 +1,16 @@
 package csi
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/nodelet/nodelet/internal/fsutil"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -576,28 +576,6 @@ func (p *VolumePlugin) conn(endpoint string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
-// isMountPoint reports whether something is mounted on path, from the
-// mount table: a driver's bind mount of a directory of the same file
-// system does not change the device. Read only at a volume's first setup
-// and teardown, never on every sync.
-func isMountPoint(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	clean := filepath.Clean(path)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 5 && unescapeMount(fields[4]) == clean {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes.
-func unescapeMount(s string) string {
-	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
-}
+// isMountPoint reports whether something is mounted on path (read only at
+// a volume's first setup and teardown, never on every sync).
+func isMountPoint(path string) (bool, error) { return fsutil.IsMounted(path) }

@@ -1,3 +1,4 @@
-// Package fsutil owns the filesystem measurements other packages share:
-// how much a directory tree takes on disk, the way `du -sx` counts it.
+// Package fsutil owns the filesystem facts other packages share: how much
+// a directory tree takes on disk, the way `du -sx` counts it, and what the
+// mount table (/proc/self/mountinfo) has at or below a path.
 package fsutil

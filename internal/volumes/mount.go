@@ -1,13 +1,12 @@
 package volumes
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
+
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // ensureTmpfs mounts a tmpfs on dir, with extra mount options, unless one
@@ -31,7 +30,7 @@ func ensureTmpfs(dir, opts string) (bool, error) {
 
 // unmountUnder unmounts every mount at or below dir, deepest first.
 func unmountUnder(dir string) error {
-	mounted, err := mountPoints(dir)
+	mounted, err := fsutil.MountPoints(dir)
 	if err != nil {
 		return err
 	}
@@ -44,48 +43,6 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return nil
-}
-
-// mountPoints lists the mount points at or below dir.
-func mountPoints(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescape(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	return out, sc.Err()
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &c); err == nil {
-				b.WriteByte(byte(c))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // isMountPoint reports whether something is mounted on dir: it then sits

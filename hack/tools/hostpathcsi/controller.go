@@ -246,8 +246,8 @@ func (d *driver) ControllerPublishVolume(_ context.Context, req *csipb.Controlle
 		return nil, err
 	}
 	v.Attached = true
-	if err := s.save(); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	if err := s.commit(); err != nil {
+		return nil, err
 	}
 	return &csipb.ControllerPublishVolumeResponse{PublishContext: map[string]string{"attachedTo": d.nodeID}}, nil
 }
@@ -261,8 +261,8 @@ func (d *driver) ControllerUnpublishVolume(_ context.Context, req *csipb.Control
 	defer s.mu.Unlock()
 	if v := s.vols[req.GetVolumeId()]; v != nil && v.Attached {
 		v.Attached = false
-		if err := s.save(); err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+		if err := s.commit(); err != nil {
+			return nil, err
 		}
 	}
 	return &csipb.ControllerUnpublishVolumeResponse{}, nil
@@ -323,8 +323,8 @@ func (d *driver) ControllerExpandVolume(_ context.Context, req *csipb.Controller
 			}
 		}
 		v.Capacity = want
-		if err := s.save(); err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+		if err := s.commit(); err != nil {
+			return nil, err
 		}
 	}
 	nodeExpansion := v.Kind == kindImage && !v.Block

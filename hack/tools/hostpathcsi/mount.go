@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // run runs a command, its output in the error.
@@ -58,28 +59,8 @@ func detachLoop(dev string) error {
 	return err
 }
 
-// mountedSource is the device (or, for a bind mount, the root within it)
-// mounted at path, "" when path is not a mount point.
-func mountPoint(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	clean := filepath.Clean(path)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 5 && unescape(fields[4]) == clean {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-func unescape(s string) string {
-	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
-}
+// mountPoint reports whether something is mounted on path.
+func mountPoint(path string) (bool, error) { return fsutil.IsMounted(path) }
 
 // bindMount bind-mounts src on target, read-only if asked (a bind mount
 // takes read-only only on a remount).

@@ -68,8 +68,8 @@ func (d *driver) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRe
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	v.Staged, v.Block = path, block
-	if err := s.save(); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	if err := s.commit(); err != nil {
+		return nil, err
 	}
 	return &csipb.NodeStageVolumeResponse{}, nil
 }
@@ -136,8 +136,8 @@ func (d *driver) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolu
 		v.Loop = ""
 	}
 	v.Staged, v.Block = "", false
-	if err := s.save(); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	if err := s.commit(); err != nil {
+		return nil, err
 	}
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
@@ -191,8 +191,8 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolu
 		v.Published = map[string]bool{}
 	}
 	v.Published[target] = ro
-	if err := s.save(); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	if err := s.commit(); err != nil {
+		return nil, err
 	}
 	return &csipb.NodePublishVolumeResponse{}, nil
 }
@@ -321,8 +321,8 @@ func (d *driver) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpublish
 		}
 		return &csipb.NodeUnpublishVolumeResponse{}, nil
 	}
-	if err := s.save(); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	if err := s.commit(); err != nil {
+		return nil, err
 	}
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
 }

@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Volume kinds: a directory (bind-mounted), or an ext4 image on a loop
@@ -75,6 +78,15 @@ func (s *store) save() error {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(s.dir, "state.json"))
+}
+
+// commit saves the state, its failure a gRPC Internal error; the caller
+// holds mu.
+func (s *store) commit() error {
+	if err := s.save(); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return nil
 }
 
 // path is where a volume's data lives: a directory, or the image file.
