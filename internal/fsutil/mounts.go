@@ -2,7 +2,7 @@ package fsutil
 
 import (
 	"bufio"
-		"os"
+	"os"
 	"path/filepath"
 	"strings"
 )
