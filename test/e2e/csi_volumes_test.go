@@ -344,6 +344,28 @@ func TestCSIInlineVolume(t *testing.T) {
 	if got := volMust(t, volExec(t, c, "csi-inline", "c"), "cat /scratch/f"); got != "ok" {
 		t.Errorf("in the pod: %q", got)
 	}
+
+	// A hung driver call holds only its own pod: a pod whose
+	// NodePublishVolume never answers stays Pending while another pod of
+	// the same driver starts.
+	hung := busyboxPod("csi-hung", name, "sleep 3600")
+	hung.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{
+		Driver: hostpathDriver, VolumeAttributes: map[string]string{"hang": "true"}}}}}
+	hung.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	createPods(t, c, ns, hung)
+	framework.Eventually(t, 10*time.Second, 100*time.Millisecond, func() bool {
+		return strings.Contains(d.log(), "hanging (volume attribute hang=true)")
+	}, "the hung pod's NodePublishVolume sent")
+	other := busyboxPod("csi-other", name, "sleep 3600")
+	other.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: hostpathDriver}}}}
+	other.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	start := time.Now()
+	createPods(t, c, ns, other)
+	waitPod(t, c, ns, "csi-other", 30*time.Second, "running beside a hung volume", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	t.Logf("a pod of the same driver Running %v after its creation while another pod's NodePublishVolume hangs", time.Since(start).Round(10*time.Millisecond))
+	if got := c.Pod(t, ns, "csi-hung"); got.Status.Phase != v1.PodPending {
+		t.Errorf("the hung pod is %s", got.Status.Phase)
+	}
 	deletePodNow(t, c, ns, "csi-inline")
 	framework.Eventually(t, 30*time.Second, 200*time.Millisecond, func() bool {
 		un := d.calls("NodeUnpublishVolume")

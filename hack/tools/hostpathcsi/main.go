@@ -19,7 +19,8 @@
 // proves all of it (sanity_test.go).
 //
 // With -fail-node-get-info N the first N NodeGetInfo calls fail, to show
-// the kubelet retrying a registration. Every call is logged on stdout with
+// the kubelet retrying a registration; a volume with the attribute
+// hang=true never gets an answer to NodePublishVolume (a hung driver). Every call is logged on stdout with
 // its request (paths and volume context included).
 package main
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log"
 	"os"
 	"strconv"
 	"syscall"
@@ -14,6 +15,9 @@ import (
 
 // ephemeralKey marks an inline ephemeral volume in the volume context.
 const ephemeralKey = "csi.storage.k8s.io/ephemeral"
+
+// hangKey, a volume attribute, makes NodePublishVolume hang (tests).
+const hangKey = "hang"
 
 func (d *driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
 	types := []csipb.NodeServiceCapability_RPC_Type{
@@ -142,7 +146,7 @@ func (d *driver) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolu
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
 
-func (d *driver) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+func (d *driver) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	switch {
 	case req.GetVolumeId() == "":
 		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
@@ -150,6 +154,13 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolu
 		return nil, status.Error(codes.InvalidArgument, "target path is required")
 	case req.GetVolumeCapability() == nil:
 		return nil, status.Error(codes.InvalidArgument, "volume capability is required")
+	}
+	// A hung driver, for the tests: the call never answers (the caller's
+	// deadline ends it), and holds nothing the other calls need.
+	if req.GetVolumeContext()[hangKey] == "true" {
+		log.Printf("NodePublishVolume %s: hanging (volume attribute hang=true)", req.GetVolumeId())
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	s := d.store
 	s.mu.Lock()
