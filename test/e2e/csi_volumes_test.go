@@ -298,7 +298,9 @@ func TestCSIPersistentVolume(t *testing.T) {
 // staged) with csi.storage.k8s.io/ephemeral "true" and upstream's handle,
 // used by the pod, and unpublished when the pod goes; a volume of a driver
 // that is not registered gives FailedMount with upstream's message and the
-// pod waits; registered later, the pod starts.
+// pod waits; registered later, the pod starts; a pod whose
+// NodePublishVolume hangs waits without holding up another pod of the
+// same driver.
 func TestCSIInlineVolume(t *testing.T) {
 	name := "e2e-csi-inline"
 	c := framework.RequireCluster(t)
