@@ -363,7 +363,8 @@ func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 		}
 		ps, found := stats(p)
 		msg, ann := Message(t, obs[t.Signal], p, ps, found)
-		cond := &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: msg}
+		cond := &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: msg,
+			ObservedGeneration: p.Generation}
 		m.evict(ctx, p, grace, msg, ann, cond)
 		metrics.Evictions.WithLabelValues(string(t.Signal)).Inc()
 		return []*v1.Pod{p}

@@ -109,14 +109,15 @@ func PodGracePeriod(pod *v1.Pod, g Group) int64 {
 
 // SetStatus is the final status of a pod stopped for the shutdown: Failed
 // unless it had succeeded, reason Terminated, upstream's message, and the
-// DisruptionTarget condition (TerminationByKubelet).
-func SetStatus(status *v1.PodStatus, now time.Time) {
+// DisruptionTarget condition (TerminationByKubelet) of the pod's
+// generation.
+func SetStatus(status *v1.PodStatus, generation int64, now time.Time) {
 	if status.Phase != v1.PodSucceeded {
 		status.Phase = v1.PodFailed
 	}
 	status.Reason, status.Message = Reason, Message
 	podspec.SetCondition(status, v1.PodCondition{
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: Message,
-		LastTransitionTime: metav1.NewTime(now),
+		LastTransitionTime: metav1.NewTime(now), ObservedGeneration: generation,
 	})
 }

@@ -90,21 +90,21 @@ func TestPodGracePeriod(t *testing.T) {
 func TestSetStatus(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	st := &v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}
-	SetStatus(st, now)
+	SetStatus(st, 3, now)
 	if st.Phase != v1.PodFailed || st.Reason != "Terminated" || st.Message != "Pod was terminated in response to imminent node shutdown." {
 		t.Errorf("status %s %s %q", st.Phase, st.Reason, st.Message)
 	}
 	if len(st.Conditions) != 2 || st.Conditions[1].Type != v1.DisruptionTarget || st.Conditions[1].Reason != "TerminationByKubelet" ||
-		st.Conditions[1].Status != v1.ConditionTrue || !st.Conditions[1].LastTransitionTime.Time.Equal(now) {
+		st.Conditions[1].Status != v1.ConditionTrue || !st.Conditions[1].LastTransitionTime.Time.Equal(now) || st.Conditions[1].ObservedGeneration != 3 {
 		t.Errorf("conditions %+v", st.Conditions)
 	}
 	// Once more later: one condition, its transition time kept.
-	SetStatus(st, now.Add(time.Minute))
+	SetStatus(st, 3, now.Add(time.Minute))
 	if len(st.Conditions) != 2 || !st.Conditions[1].LastTransitionTime.Time.Equal(now) {
 		t.Errorf("again: %+v", st.Conditions)
 	}
 	done := &v1.PodStatus{Phase: v1.PodSucceeded}
-	SetStatus(done, now)
+	SetStatus(done, 1, now)
 	if done.Phase != v1.PodSucceeded {
 		t.Errorf("a succeeded pod became %s", done.Phase)
 	}

@@ -338,7 +338,7 @@ func (m *Manager) process(ctx context.Context) {
 		for _, p := range g.Pods {
 			grace := PodGracePeriod(p, g)
 			logger.V(1).Info("Shutdown manager killing pod with gracePeriod", "pod", klog.KObj(p), "gracePeriod", grace)
-			m.cfg.Stopper.Stop(p, grace, func(st *v1.PodStatus) { SetStatus(st, m.cfg.Clock.Now()) })
+			m.cfg.Stopper.Stop(p, grace, func(st *v1.PodStatus) { SetStatus(st, p.Generation, m.cfg.Clock.Now()) })
 		}
 		stopped := m.waitStopped(ctx, g)
 		logger.Info("Shutdown priority group done", "priority", g.Priority, "gracePeriod", g.ShutdownGracePeriodSeconds,

@@ -105,6 +105,8 @@ func Generate(in Input) v1.PodStatus {
 		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
 	}
 	for _, c := range conds {
+		// The generation of the spec the condition was computed from.
+		c.ObservedGeneration = pod.Generation
 		c.LastTransitionTime = now
 		if old := findCondition(prev.Conditions, c.Type); old != nil && old.Status == c.Status {
 			c.LastTransitionTime = old.LastTransitionTime

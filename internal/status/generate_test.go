@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -177,5 +178,34 @@ func TestGenerateInitContainers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The kubelet's conditions and the status carry the pod's generation
+// (PodObservedGenerationTracking, GA in 1.35); the status's never goes back.
+func TestObservedGeneration(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, "a")
+	p.Generation = 4
+	st := Generate(Input{Pod: p, Runtime: &kubecontainer.PodStatus{Sandboxes: ready,
+		Containers: []*kubecontainer.ContainerStatus{rc("a", running, 0, 0)}}, Now: time.Unix(300, 0)})
+	if len(st.Conditions) != 5 {
+		t.Fatalf("conditions %+v", st.Conditions)
+	}
+	for _, c := range st.Conditions {
+		if c.ObservedGeneration != 4 {
+			t.Errorf("%s: observedGeneration %d, want 4", c.Type, c.ObservedGeneration)
+		}
+	}
+	s := NewStore()
+	ctx := context.Background()
+	s.Set(ctx, p, st)
+	if got, _ := s.Get(p.UID); got.ObservedGeneration != 4 {
+		t.Errorf("status observedGeneration %d, want 4", got.ObservedGeneration)
+	}
+	older := p.DeepCopy()
+	older.Generation = 3
+	s.Set(ctx, older, st)
+	if got, _ := s.Get(p.UID); got.ObservedGeneration != 4 {
+		t.Errorf("status observedGeneration went back to %d", got.ObservedGeneration)
 	}
 }

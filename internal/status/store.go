@@ -93,6 +93,9 @@ func (s *Store) Set(ctx context.Context, pod *v1.Pod, st v1.PodStatus) {
 	if had {
 		old = e.status
 	}
+	// The pod generation this status reflects (PodObservedGenerationTracking,
+	// GA and locked on in 1.35), never going back, as upstream.
+	st.ObservedGeneration = max(pod.Generation, old.ObservedGeneration)
 	s.entries[pod.UID] = &entry{pod: pod, status: st}
 	s.dirty[pod.UID] = true
 	s.mu.Unlock()
