@@ -114,26 +114,34 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 			a.CreateSandbox = false
 			return a
 		}
+		var toStart []int
+		created := false
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			cs := status.Latest(c.Name)
+			created = created || cs != nil
+			// A container that exited and may not run again (OnFailure and
+			// succeeded, or its own policy Never) stays done in the new
+			// sandbox too.
+			if cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_EXITED &&
+				!podspec.ContainerShouldRestart(c, &pod.Spec, cs.ExitCode) {
+				continue
+			}
+			toStart = append(toStart, i)
+		}
+		// Nothing left to run once initialized (an app container was
+		// created): no new sandbox, init containers or not, as upstream.
+		if len(toStart) == 0 && (created || len(pod.Spec.InitContainers) == 0) {
+			a.CreateSandbox = false
+			return a
+		}
 		if len(pod.Spec.InitContainers) > 0 {
 			// A new sandbox runs the init containers again, from the first.
 			a.NextInitContainer = &pod.Spec.InitContainers[0]
 			a.SidecarStarted = podspec.IsSidecar(a.NextInitContainer)
 			return a
 		}
-		for i := range pod.Spec.Containers {
-			c := &pod.Spec.Containers[i]
-			// A container that exited and may not run again (OnFailure and
-			// succeeded, or its own policy Never) stays done in the new
-			// sandbox too.
-			if cs := status.Latest(c.Name); cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_EXITED &&
-				!podspec.ContainerShouldRestart(c, &pod.Spec, cs.ExitCode) {
-				continue
-			}
-			a.ContainersToStart = append(a.ContainersToStart, i)
-		}
-		if len(a.ContainersToStart) == 0 {
-			a.CreateSandbox = false
-		}
+		a.ContainersToStart = toStart
 		return a
 	}
 

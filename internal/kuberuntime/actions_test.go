@@ -70,6 +70,7 @@ func TestComputePodActions(t *testing.T) {
 	never := testPod(v1.RestartPolicyNever, nil, "a", "b")
 	withInit := testPod(v1.RestartPolicyAlways, []string{"i1", "i2"}, "a")
 	initNever := testPod(v1.RestartPolicyNever, []string{"i1", "i2"}, "a")
+	initOnFailure := testPod(v1.RestartPolicyOnFailure, []string{"i1"}, "a")
 	ready := []*runtimeapi.PodSandboxStatus{readySandbox("s1", 0)}
 	// Container restart rules: b restarts on exit code 42 only, in a Never pod.
 	rules := testPod(v1.RestartPolicyNever, nil, "a", "b")
@@ -166,6 +167,20 @@ func TestComputePodActions(t *testing.T) {
 			pod:    never,
 			status: podStatus(ready, cs(never, "a", running, 0), cs(never, "b", exited, 1)),
 			want:   podActions{SandboxID: "s1"},
+		},
+		{
+			// Upstream's "should not create extra sandbox if all containers
+			// are done".
+			name:   "OnFailure with init containers, all done, sandbox stopped: no new sandbox",
+			pod:    initOnFailure,
+			status: podStatus([]*runtimeapi.PodSandboxStatus{deadSandbox("s1", 0)}, cs(initOnFailure, "i1", exited, 0), cs(initOnFailure, "a", exited, 0)),
+			want:   podActions{KillPod: true, Attempt: 1, SandboxID: "s1"},
+		},
+		{
+			name:   "OnFailure with init containers, the app failed, sandbox gone: init again",
+			pod:    initOnFailure,
+			status: podStatus([]*runtimeapi.PodSandboxStatus{deadSandbox("s1", 0)}, cs(initOnFailure, "i1", exited, 0), cs(initOnFailure, "a", exited, 1)),
+			want:   podActions{KillPod: true, CreateSandbox: true, Attempt: 1, SandboxID: "s1", NextInitContainer: &initOnFailure.Spec.InitContainers[0]},
 		},
 		{
 			name:   "Never with a dead sandbox after running: no new sandbox",
