@@ -209,13 +209,22 @@ var ownedConditions = map[v1.PodConditionType]bool{
 
 // mergeStatus is the status to write: ours, with the conditions others own
 // kept as they are, in the order the API has them (a reordering alone would
-// be a needless write). PodScheduled belongs to the scheduler, except for
-// static pods; a pod bound without it gets PodScheduled=True, as upstream.
+// be a needless write). PodScheduled is the kubelet's too, as upstream's
+// PodConditionsByKubelet (True, with the observed generation), keeping the
+// scheduler's transition time while it stays True.
 func mergeStatus(cur, ours v1.PodStatus, static bool) v1.PodStatus {
 	out := *ours.DeepCopy()
-	owned := func(t v1.PodConditionType) bool { return ownedConditions[t] || (static && t == v1.PodScheduled) }
+	owned := func(t v1.PodConditionType) bool { return ownedConditions[t] || t == v1.PodScheduled }
+	if c := findCondition(cur.Conditions, v1.PodScheduled); c != nil && !static {
+		for i := range out.Conditions {
+			if o := &out.Conditions[i]; o.Type == v1.PodScheduled && o.Status == c.Status {
+				o.LastTransitionTime = c.LastTransitionTime
+			}
+		}
+	}
+	conds := out.Conditions
 	mine := map[v1.PodConditionType]v1.PodCondition{}
-	for _, c := range ours.Conditions {
+	for _, c := range conds {
 		// DisruptionTarget is the node's when it evicts the pod.
 		if owned(c.Type) || c.Type == v1.DisruptionTarget {
 			mine[c.Type] = c
@@ -230,16 +239,9 @@ func mergeStatus(cur, ours v1.PodStatus, static bool) v1.PodStatus {
 			out.Conditions = append(out.Conditions, c)
 		}
 	}
-	for _, c := range ours.Conditions {
+	for _, c := range conds {
 		if _, ok := mine[c.Type]; ok {
 			out.Conditions = append(out.Conditions, c)
-		}
-	}
-	if !static && findCondition(out.Conditions, v1.PodScheduled) == nil {
-		for _, c := range ours.Conditions {
-			if c.Type == v1.PodScheduled {
-				out.Conditions = append(out.Conditions, c)
-			}
 		}
 	}
 	// Fields nodelet does not compute keep their API values.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -54,6 +55,15 @@ func TestMergeStatusKeepsForeignConditionsAndOrder(t *testing.T) {
 	got = mergeStatus(v1.PodStatus{}, ours, false)
 	if findCondition(got.Conditions, v1.PodScheduled) == nil {
 		t.Errorf("no PodScheduled for a bound pod: %v", condTypes(got.Conditions))
+	}
+	// PodScheduled is the kubelet's too (upstream's PodConditionsByKubelet):
+	// ours, with the pod's generation, keeping the scheduler's transition
+	// time while it stays True.
+	sched := metav1.NewTime(time.Unix(1000, 0))
+	cur = v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: sched, ObservedGeneration: 1}}}
+	ours = v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(2000, 0)), ObservedGeneration: 2}}}
+	if c := findCondition(mergeStatus(cur, ours, false).Conditions, v1.PodScheduled); c.ObservedGeneration != 2 || !c.LastTransitionTime.Equal(&sched) {
+		t.Errorf("PodScheduled %+v, want generation 2 since %v", c, sched)
 	}
 }
 
