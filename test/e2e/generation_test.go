@@ -74,3 +74,37 @@ func findPodCondition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
 	}
 	return nil
 }
+
+// TestNoExtraSandboxWhenDone mirrors upstream's "should not create extra
+// sandbox if all containers are done": an OnFailure pod with an init
+// container, both exiting 0, Succeeds, and its stopped sandbox is not
+// replaced (no SandboxChanged event, one sandbox in the runtime).
+func TestNoExtraSandboxWhenDone(t *testing.T) {
+	name := "e2e-no-extra-sandbox"
+	c, _ := clusterNode(t, name, "")
+	ns := c.Namespace(t, "sandbox")
+	p := busyboxPod("done", name, "true")
+	p.Spec.RestartPolicy = v1.RestartPolicyOnFailure
+	p.Spec.InitContainers = []v1.Container{{Name: "init", Image: busybox, Command: []string{"true"}}}
+	createPods(t, c, ns, p)
+	got := waitPod(t, c, ns, "done", 60*time.Second, "succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
+	time.Sleep(5 * time.Second) // a few syncs after the end
+	for _, e := range podEvents(t, c, ns, "done") {
+		if e.Reason == "SandboxChanged" {
+			t.Errorf("SandboxChanged event: %s", e.Message)
+		}
+	}
+	sandboxes, err := c.Runtime.ListPodSandbox(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range sandboxes {
+		if s.GetMetadata().GetUid() == string(got.UID) {
+			n++
+		}
+	}
+	if n > 1 {
+		t.Errorf("%d sandboxes for the pod, want 1", n)
+	}
+}
