@@ -1,0 +1,5 @@
+// Package metrics owns nodelet's Prometheus metrics, with the upstream
+// kubelet's names where they mean the same. Registries are split as the
+// upstream kubelet serves them: Kubelet for /metrics, Probes for
+// /metrics/probes (the /metrics/resource collector lives in internal/stats).
+package metrics
