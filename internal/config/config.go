@@ -60,8 +60,31 @@ type Options struct {
 	// periods (nodelet's flags --image-gc-period, --container-gc-period,
 	// for tests).
 	ImageGCPeriod, ContainerGCPeriod time.Duration
+	// Offline is nodelet's offline autonomy: --offline-autonomy and
+	// --offline-secrets, or the config file's offlineAutonomy and
+	// offlineSecrets (nodelet's own fields, which the upstream kubelet
+	// ignores with a warning).
+	Offline Offline
 
 	Config kubeletv1beta1.KubeletConfiguration
+}
+
+// Offline is what nodelet keeps to run its API pods without the API
+// server.
+type Offline struct {
+	// Autonomy keeps the local checkpoint of the API pods and runs them from
+	// it when nodelet starts without the API server (default true; false
+	// behaves like upstream).
+	Autonomy bool `json:"offlineAutonomy"`
+	// Secrets lets the checkpoint keep the Secrets the pods use (default
+	// false: pod specs, ConfigMaps, tokens and service environment only).
+	Secrets bool `json:"offlineSecrets"`
+}
+
+// offlineFields are the config file's fields of Offline.
+type offlineFields struct {
+	Autonomy *bool `json:"offlineAutonomy"`
+	Secrets  *bool `json:"offlineSecrets"`
 }
 
 // ContainerGCPolicy is what dead containers the node keeps.
@@ -96,13 +119,19 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 	o := newOptions()
 	serializeSet := false // serializeImagePulls given in the file
 	if scratch.ConfigFile != "" {
-		cfg, err := loadFile(ctx, scratch.ConfigFile)
+		cfg, off, err := loadFile(ctx, scratch.ConfigFile)
 		if err != nil {
 			return nil, err
 		}
 		serializeSet = cfg.SerializeImagePulls != nil
 		SetDefaults(cfg)
 		o.Config = *cfg
+		if off.Autonomy != nil {
+			o.Offline.Autonomy = *off.Autonomy
+		}
+		if off.Secrets != nil {
+			o.Offline.Secrets = *off.Secrets
+		}
 	}
 	// Second pass: flags registered with the file's values as their defaults,
 	// so only flags actually given override the file.
@@ -124,7 +153,7 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 
 func newOptions() *Options {
 	o := &Options{
-		RootDir: DefaultRootDir, EnableServer: true,
+		RootDir: DefaultRootDir, EnableServer: true, Offline: Offline{Autonomy: true},
 		ContainerGC:   ContainerGCPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
 		ImageGCPeriod: 5 * time.Minute, ContainerGCPeriod: time.Minute,
 	}
@@ -152,6 +181,8 @@ func (o *Options) flagSet() *pflag.FlagSet {
 
 	// The kubelet API.
 	fs.BoolVar(&o.EnableServer, "enable-server", o.EnableServer, "Serve the kubelet API.")
+	fs.BoolVar(&o.Offline.Autonomy, "offline-autonomy", o.Offline.Autonomy, "Keep a local checkpoint of the API pods under --root-dir and run them from it when started without the API server; false behaves like the upstream kubelet (nodelet's flag; config file: offlineAutonomy).")
+	fs.BoolVar(&o.Offline.Secrets, "offline-secrets", o.Offline.Secrets, "Let the offline checkpoint keep the Secrets the pods use, in files only root can read (nodelet's flag; config file: offlineSecrets).")
 	fs.StringVar(&c.Address, "address", c.Address, "IP address the kubelet API listens on (0.0.0.0 for all).")
 	fs.Int32Var(&c.Port, "port", c.Port, "Port of the kubelet API (HTTPS).")
 	fs.Int32Var(&c.ReadOnlyPort, "read-only-port", c.ReadOnlyPort, "Port of the unauthenticated read-only API; 0 disables it.")
@@ -322,7 +353,7 @@ func (o *Options) complete() error {
 // LoadFile reads a KubeletConfiguration file and defaults it. Unknown or
 // duplicate fields are a warning, not an error, as upstream.
 func LoadFile(ctx context.Context, path string) (*kubeletv1beta1.KubeletConfiguration, error) {
-	cfg, err := loadFile(ctx, path)
+	cfg, _, err := loadFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -330,25 +361,51 @@ func LoadFile(ctx context.Context, path string) (*kubeletv1beta1.KubeletConfigur
 	return cfg, nil
 }
 
-// loadFile reads a KubeletConfiguration file without defaulting it.
-func loadFile(ctx context.Context, path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+// loadFile reads a KubeletConfiguration file without defaulting it, and
+// nodelet's own fields in it.
+func loadFile(ctx context.Context, path string) (*kubeletv1beta1.KubeletConfiguration, offlineFields, error) {
+	var off offlineFields
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read kubelet config file: %w", err)
+		return nil, off, fmt.Errorf("read kubelet config file: %w", err)
+	}
+	data, off, err = splitOffline(data)
+	if err != nil {
+		return nil, off, fmt.Errorf("kubelet config file %s: %w", path, err)
 	}
 	cfg := &kubeletv1beta1.KubeletConfiguration{}
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		cfg = &kubeletv1beta1.KubeletConfiguration{}
 		if lerr := yaml.Unmarshal(data, cfg); lerr != nil {
-			return nil, fmt.Errorf("kubelet config file %s: %w", path, lerr)
+			return nil, off, fmt.Errorf("kubelet config file %s: %w", path, lerr)
 		}
 		klog.FromContext(ctx).Info("Warning: kubelet config file has fields nodelet does not know; they are ignored", "path", path, "err", err)
 	}
 	if cfg.Kind != "KubeletConfiguration" || cfg.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() {
-		return nil, fmt.Errorf("kubelet config file %s: want kind KubeletConfiguration, apiVersion %s; got kind %q, apiVersion %q",
+		return nil, off, fmt.Errorf("kubelet config file %s: want kind KubeletConfiguration, apiVersion %s; got kind %q, apiVersion %q",
 			path, kubeletv1beta1.SchemeGroupVersion, cfg.Kind, cfg.APIVersion)
 	}
-	return cfg, nil
+	return cfg, off, nil
+}
+
+// splitOffline takes nodelet's own fields (offlineFields) out of a config
+// file, so the rest is decoded strictly as upstream's KubeletConfiguration.
+func splitOffline(data []byte) ([]byte, offlineFields, error) {
+	var off offlineFields
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil || m == nil {
+		return data, off, nil // reported by the strict decoding
+	}
+	if err := yaml.Unmarshal(data, &off); err != nil {
+		return nil, off, fmt.Errorf("offlineAutonomy, offlineSecrets: %w", err)
+	}
+	if off.Autonomy == nil && off.Secrets == nil {
+		return data, off, nil
+	}
+	delete(m, "offlineAutonomy")
+	delete(m, "offlineSecrets")
+	rest, err := yaml.Marshal(m)
+	return rest, off, err
 }
 
 // SetDefaults fills the fields nodelet uses with the upstream kubelet's

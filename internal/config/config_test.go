@@ -294,3 +294,39 @@ func TestShutdownSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestOfflineSettings(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config")
+	for _, tc := range []struct {
+		body     string
+		args     []string
+		autonomy bool
+		secrets  bool
+		err      string
+	}{
+		{body: "", autonomy: true},
+		{body: "offlineAutonomy: false\n", autonomy: false},
+		{body: "offlineSecrets: true\n", autonomy: true, secrets: true},
+		{body: "offlineSecrets: true\n", args: []string{"--offline-secrets=false", "--offline-autonomy=false"}},
+		{body: "offlineAutonomy: yes please\n", err: "offlineAutonomy"},
+		// An unknown field beside them is warned about, as upstream does.
+		{body: "offlineSecrets: true\nnotAField: 1\n", autonomy: true, secrets: true},
+	} {
+		_ = os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+tc.body), 0o644)
+		o, err := Parse(context.Background(), append([]string{"--config", path, "--hostname-override", "n"}, tc.args...))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, want an error with %q", tc.body, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q %v: %v", tc.body, tc.args, err)
+			continue
+		}
+		if o.Offline.Autonomy != tc.autonomy || o.Offline.Secrets != tc.secrets {
+			t.Errorf("%q %v: %+v, want autonomy %v secrets %v", tc.body, tc.args, o.Offline, tc.autonomy, tc.secrets)
+		}
+	}
+}
