@@ -16,6 +16,9 @@ import (
 type Check struct {
 	Name string
 	Fn   func() error
+	// Info, when set, is shown after "ok" in /healthz?verbose (a state
+	// worth seeing that is not a failure).
+	Info func() string
 }
 
 // Handler serves /healthz over checks.
@@ -28,6 +31,8 @@ func Handler(checks ...Check) http.Handler {
 			if err := c.Fn(); err != nil {
 				failed = true
 				fmt.Fprintf(&b, "[-]%s failed: %v\n", c.Name, err)
+			} else if c.Info != nil {
+				fmt.Fprintf(&b, "[+]%s ok: %s\n", c.Name, c.Info())
 			} else {
 				fmt.Fprintf(&b, "[+]%s ok\n", c.Name)
 			}
