@@ -10,6 +10,11 @@
 // entry is reported and skipped, never fatal. Entries are bounded in size,
 // one by one and all together.
 //
-// So far: the store, tested alone; the sources, volumes and reconciliation
-// that use it are still to come.
+// Manager keeps the store in step with the pods nodelet runs (a pass every
+// few seconds writes the entries whose payload changed, and prunes only once
+// the API source has synced, so nothing is forgotten for lack of the API
+// server), restores the entries at start, and reports the offline state
+// (healthz, metrics, log). Getter reads ConfigMaps, Secrets, tokens,
+// PersistentVolumeClaims, PersistentVolumes and CSIDrivers through the API
+// and falls back to the checkpoint when the API server is unreachable.
 package checkpoint

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
@@ -30,11 +31,30 @@ const (
 
 // Entry is what nodelet keeps of one pod.
 type Entry struct {
+	// Pod is the pod as last seen, its status the one nodelet last wrote.
 	Pod        *v1.Pod         `json:"pod"`
 	ConfigMaps []*v1.ConfigMap `json:"configMaps,omitempty"`
 	// Secrets are kept only when the node allows it (--offline-secrets).
 	Secrets []*v1.Secret `json:"secrets,omitempty"`
-	SavedAt time.Time    `json:"savedAt"`
+	// PersistentVolumeClaims, PersistentVolumes and CSIDrivers are what the
+	// pod's CSI volumes were resolved with.
+	PersistentVolumeClaims []*v1.PersistentVolumeClaim `json:"persistentVolumeClaims,omitempty"`
+	PersistentVolumes      []*v1.PersistentVolume      `json:"persistentVolumes,omitempty"`
+	CSIDrivers             []*storagev1.CSIDriver      `json:"csiDrivers,omitempty"`
+	// Tokens are the service account tokens last requested for the pod.
+	Tokens []Token `json:"tokens,omitempty"`
+	// ServiceEnv is the service environment of the pod's namespace (with
+	// its enableServiceLinks) last computed.
+	ServiceEnv map[string]string `json:"serviceEnv,omitempty"`
+	SavedAt    time.Time         `json:"savedAt"`
+}
+
+// Token is one service account token of a pod.
+type Token struct {
+	ServiceAccount    string `json:"serviceAccount"`
+	Audience          string `json:"audience,omitempty"`
+	ExpirationSeconds int64  `json:"expirationSeconds"`
+	Value             string `json:"value"`
 }
 
 // file is an entry on disk: the payload and its checksum.
@@ -107,8 +127,10 @@ func uidOf(name string) (types.UID, bool) {
 func (s *Store) path(uid types.UID) string { return filepath.Join(s.cfg.Dir, string(uid)+".json") }
 
 // Encode is an entry's file: its payload and checksum.
-func Encode(e *Entry) ([]byte, error) {
-	data, err := json.Marshal(e)
+func Encode(e *Entry) ([]byte, error) { return encode(e) }
+
+func encode(v any) ([]byte, error) {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -119,25 +141,32 @@ func Encode(e *Entry) ([]byte, error) {
 // Decode reads an entry's file, refusing one whose checksum or version
 // does not match or that is not whole.
 func Decode(b []byte) (*Entry, error) {
-	var f file
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("not a whole checkpoint entry: %w", err)
-	}
-	if f.Version != formatVersion {
-		return nil, fmt.Errorf("checkpoint format version %d, want %d", f.Version, formatVersion)
-	}
-	sum := sha256.Sum256(f.Data)
-	if f.Checksum != "sha256:"+hex.EncodeToString(sum[:]) {
-		return nil, errors.New("checksum mismatch: the entry is corrupt")
-	}
 	var e Entry
-	if err := json.Unmarshal(f.Data, &e); err != nil {
-		return nil, fmt.Errorf("checkpoint payload: %w", err)
+	if err := decode(b, &e); err != nil {
+		return nil, err
 	}
 	if e.Pod == nil || e.Pod.UID == "" {
 		return nil, errors.New("checkpoint entry without a pod")
 	}
 	return &e, nil
+}
+
+func decode(b []byte, v any) error {
+	var f file
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("not a whole checkpoint entry: %w", err)
+	}
+	if f.Version != formatVersion {
+		return fmt.Errorf("checkpoint format version %d, want %d", f.Version, formatVersion)
+	}
+	sum := sha256.Sum256(f.Data)
+	if f.Checksum != "sha256:"+hex.EncodeToString(sum[:]) {
+		return errors.New("checksum mismatch: the entry is corrupt")
+	}
+	if err := json.Unmarshal(f.Data, v); err != nil {
+		return fmt.Errorf("checkpoint payload: %w", err)
+	}
+	return nil
 }
 
 // Save writes the entry of e.Pod atomically, stamped now. It refuses an
