@@ -60,6 +60,32 @@ type VolumePluginConfig struct {
 	// StatsPeriod is how long a NodeGetVolumeStats is reused
 	// (volumeStatsAggPeriod; a minute when zero).
 	StatsPeriod time.Duration
+	// Objects reads the claims, volumes and CSIDrivers volumes are resolved
+	// with (the offline checkpoint's read-through getter); Client directly
+	// when nil.
+	Objects Objects
+}
+
+// Objects reads the API objects CSI volumes are resolved with.
+type Objects interface {
+	PersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error)
+	PersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error)
+	CSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error)
+}
+
+// clientObjects reads Objects through a client.
+type clientObjects struct{ c kubernetes.Interface }
+
+func (o clientObjects) PersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	return o.c.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (o clientObjects) PersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error) {
+	return o.c.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (o clientObjects) CSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error) {
+	return o.c.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
 }
 
 // VolumePlugin is the volume plugin of CSI volumes (internal/volumes'
@@ -116,6 +142,9 @@ func NewVolumePlugin(cfg VolumePluginConfig) (*VolumePlugin, error) {
 	}
 	if cfg.StatsPeriod == 0 {
 		cfg.StatsPeriod = time.Minute
+	}
+	if cfg.Objects == nil && cfg.Client != nil {
+		cfg.Objects = clientObjects{cfg.Client}
 	}
 	if cfg.Secrets == nil && cfg.Client != nil {
 		c := cfg.Client
@@ -195,14 +224,14 @@ func (p *VolumePlugin) resolve(ctx context.Context, vol *volumes.Volume) (*Volum
 	if p.cfg.Client == nil {
 		return nil, fmt.Errorf("PVC %s: persistent volumes need the API server: not in standalone mode", claim)
 	}
-	pvc, err := p.cfg.Client.CoreV1().PersistentVolumeClaims(vol.Pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
+	pvc, err := p.cfg.Objects.PersistentVolumeClaim(ctx, vol.Pod.Namespace, claim)
 	if err != nil {
 		return nil, fmt.Errorf("error processing PVC %s/%s: %w", vol.Pod.Namespace, claim, err)
 	}
 	if err := CheckClaim(vol.Pod, vol.Spec, pvc); err != nil {
 		return nil, err
 	}
-	pv, err := p.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	pv, err := p.cfg.Objects.PersistentVolume(ctx, pvc.Spec.VolumeName)
 	if err != nil {
 		return nil, fmt.Errorf("error processing PVC %s/%s: %w", pvc.Namespace, pvc.Name, err)
 	}
@@ -224,7 +253,7 @@ func (p *VolumePlugin) publish(ctx context.Context, vol *volumes.Volume, spec *V
 	if !ok {
 		return "", false, fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: %w", NotRegistered(spec.Driver))
 	}
-	obj, err := p.cfg.Client.StorageV1().CSIDrivers().Get(ctx, spec.Driver, metav1.GetOptions{})
+	obj, err := p.cfg.Objects.CSIDriver(ctx, spec.Driver)
 	if apierrors.IsNotFound(err) {
 		obj, err = nil, nil
 	}

@@ -171,3 +171,16 @@ func equal(a, b *v1.Pod) bool {
 	am.ManagedFields, bm.ManagedFields = nil, nil
 	return apiequality.Semantic.DeepEqual(am, bm) && apiequality.Semantic.DeepEqual(a.Spec, b.Spec) && !podspec.GatesChanged(a, b)
 }
+
+// Source returns the pods of source that were not rejected.
+func (m *Manager) Source(source string) []*v1.Pod {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []*v1.Pod
+	for uid, p := range m.sources[source] {
+		if !m.rejected[uid] {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -7,9 +7,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -64,9 +67,20 @@ func New(cfg Config) (*Source, error) {
 	case cfg.NodeName == "":
 		return nil, errors.New("apiserver: Config.NodeName is required")
 	}
-	inf := coreinformers.NewFilteredPodInformer(cfg.Client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-	})
+	selector := fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
+	pods := cfg.Client.CoreV1().Pods("")
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return patiently(ctx, func() (runtime.Object, error) { return pods.List(ctx, o) })
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return patiently(ctx, func() (watch.Interface, error) { return pods.Watch(ctx, o) })
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, cfg.Client), &v1.Pod{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 	s := &Source{
 		informer: inf,
 		lister:   corelisters.NewPodLister(inf.GetIndexer()),
@@ -89,6 +103,31 @@ func New(cfg Config) (*Source, error) {
 		},
 	})
 	return s, nil
+}
+
+// retryPeriod is how often a list or watch the API server did not answer is
+// tried again (with up to 100% jitter).
+const retryPeriod = time.Second
+
+// patiently calls f until the API server answers it (an error it returns
+// counts) or ctx is done, every retryPeriod: the reflector's own back-off
+// (up to a minute, for answers such as 429 or 5xx that say the API server
+// is busy) does not grow while the API server is merely gone, so nodelet
+// reconnects within a couple of seconds of its return rather than up to a
+// minute later. A refused connection costs the API server nothing.
+func patiently[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for {
+		v, err := f()
+		var st apierrors.APIStatus
+		if err == nil || errors.As(err, &st) || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait.Jitter(retryPeriod, 1)):
+		}
+	}
 }
 
 // Events returns the channel of pod changes.
