@@ -14,14 +14,17 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodelet/nodelet/internal/apiutil"
 	"github.com/nodelet/nodelet/internal/config"
 )
 
 // newClient builds the API client from the base configuration (the
 // kubeconfig's, clientConfig), with the configuration's QPS (kubeAPIQPS,
 // kubeAPIBurst), and content type.
-func newClient(opts *config.Options, base *rest.Config) (kubernetes.Interface, error) {
-	return buildClient(opts, base, float32(*opts.Config.KubeAPIQPS), int(opts.Config.KubeAPIBurst))
+func newClient(opts *config.Options, base *rest.Config, contact *apiutil.Contact) (kubernetes.Interface, error) {
+	rc := rest.CopyConfig(base)
+	rc.Wrap(contact.Wrap) // whether the API server answers: the offline state
+	return buildClient(opts, rc, float32(*opts.Config.KubeAPIQPS), int(opts.Config.KubeAPIBurst))
 }
 
 // newEventClient builds the client events are written with: its own rate

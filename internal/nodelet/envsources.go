@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/nodestatus"
 	"github.com/nodelet/nodelet/internal/source/services"
@@ -26,7 +27,10 @@ func (n *Nodelet) addEnvSources(cfg *kuberuntime.Config) error {
 		return err
 	}
 	n.serviceSource = src
-	cfg.Objects, cfg.ServiceEnv, cfg.RuntimeHandlers = n.apiGetter, src.Env, n.runtimeHandler
+	cfg.Objects, cfg.ServiceEnv, cfg.RuntimeHandlers = n.objects, src.Env, n.runtimeHandler
+	if g, ok := n.objects.(*checkpoint.Getter); ok {
+		cfg.ServiceEnv = g.ServiceEnv // offline: the environment last computed
+	}
 	return nil
 }
 

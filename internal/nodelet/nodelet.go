@@ -26,6 +26,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/apiutil"
+	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cm"
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/csi"
@@ -105,6 +107,14 @@ type Nodelet struct {
 	mirrors    *mirror.Manager
 	syncer     *status.Syncer
 	apiGetter  *volumes.APIGetter
+	// objects reads ConfigMaps, Secrets and tokens: apiGetter, through the
+	// offline checkpoint's read-through getter when offline autonomy is on.
+	objects apiObjects
+	// offline keeps the checkpoint of the API pods (offline autonomy); nil
+	// when off or standalone.
+	offline *checkpoint.Manager
+	// contact follows whether the API server answers.
+	contact *apiutil.Contact
 	// serviceSource is the Service informer of container environments.
 	serviceSource *services.Source
 
@@ -142,6 +152,7 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 
 		sourcesSeen: map[string]bool{},
 	}
+	n.contact = apiutil.NewContact(n.clock)
 	var eventClient kubernetes.Interface
 	if opts.KubeconfigPath != "" {
 		base, err := n.clientConfig(ctx)
@@ -149,7 +160,7 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 			return nil, err
 		}
 		n.restBase = base
-		if n.client, err = newClient(opts, base); err != nil {
+		if n.client, err = newClient(opts, base, n.contact); err != nil {
 			return nil, err
 		}
 		if eventClient, err = newEventClient(opts, base); err != nil {
@@ -175,7 +186,13 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 			return nil, err
 		}
 		n.apiGetter = g
-		getter = g
+		n.objects = g
+		if opts.Offline.Autonomy {
+			if err := n.newOffline(); err != nil {
+				return nil, err
+			}
+		}
+		getter = n.objects
 	}
 	// The node's allocatable: for downwardAPI resourceFieldRef limits a
 	// container does not set.
@@ -189,7 +206,7 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 	// bound to CSI PersistentVolumes.
 	csiVols, err := csi.NewVolumePlugin(csi.VolumePluginConfig{
 		RootDir: opts.RootDir, NodeName: opts.NodeName, Drivers: n.csiDrivers, Client: n.client, Clock: n.clock,
-		StatsPeriod: opts.Config.VolumeStatsAggPeriod.Duration, Recorder: n.recorder,
+		StatsPeriod: opts.Config.VolumeStatsAggPeriod.Duration, Recorder: n.recorder, Objects: n.csiObjects(),
 	})
 	if err != nil {
 		return nil, err
@@ -261,6 +278,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := n.startPlugins(ctx, goRun); err != nil {
 		return err
 	}
+	n.restore(ctx, goRun)
 
 	var fileUpdates <-chan []*v1.Pod
 	if cfg.StaticPodPath != "" {
@@ -389,8 +407,8 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Service: is, Recorder: n.recorder, Clock: n.clock,
 		Serialize: *cfg.SerializeImagePulls, MaxParallel: cfg.MaxParallelImagePulls,
 	}
-	if n.apiGetter != nil {
-		pullCfg.Secrets = n.apiGetter // imagePullSecrets, through the shared cache
+	if n.objects != nil {
+		pullCfg.Secrets = n.objects // imagePullSecrets, through the shared cache
 	}
 	var err error
 	if n.puller, err = images.New(pullCfg); err != nil {
@@ -451,7 +469,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Clock: n.clock,
 	}
 	if n.client != nil { // typed nil pointers would be non-nil interfaces
-		ps.Mirrors, ps.Finisher, ps.Objects = n.mirrors, n.syncer, n.apiGetter
+		ps.Mirrors, ps.Finisher, ps.Objects = n.mirrors, n.syncer, n.objects
 	}
 	if n.podsync, err = podsync.New(ps); err != nil {
 		return err
@@ -504,6 +522,7 @@ func (n *Nodelet) healthHandler() http.Handler {
 			}
 			return n.pleg.Healthy()
 		}},
+		healthz.Check{Name: "offline", Fn: func() error { return nil }, Info: n.offlineInfo},
 		healthz.Check{Name: "syncloop", Fn: func() error {
 			last := time.Unix(0, n.lastLoop.Load())
 			if since := n.clock.Since(last); since > syncLoopUnhealthy {
@@ -542,7 +561,15 @@ func nodeIPs(flag string) []string {
 // or in standalone mode a node whose allocatable has only maxPods.
 func (n *Nodelet) admissionNode() *v1.Node {
 	if n.nodeStatus != nil {
-		return n.nodeStatus.Node()
+		if node := n.nodeStatus.Node(); node != nil || n.offline == nil {
+			return node
+		}
+		// Not registered yet (the API server may be gone): the Node the
+		// checkpoint keeps, if any.
+		if node := n.offline.Node(); node != nil {
+			return node
+		}
+		return nil
 	}
 	node := &v1.Node{}
 	node.Name = n.opts.NodeName

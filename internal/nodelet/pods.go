@@ -17,6 +17,7 @@ func (n *Nodelet) applyAPI(ctx context.Context, e apiserver.Event) {
 	switch e.Op {
 	case apiserver.Set:
 		n.apply(ctx, n.pods.Set(sourceAPI, e.Pods))
+		n.apiSynced(ctx, e.Pods)
 		n.sourcesSeen[sourceAPI] = true
 		n.checkSourcesReady()
 	case apiserver.Add, apiserver.Update:
@@ -61,6 +62,11 @@ func (n *Nodelet) dispatch(p *v1.Pod) {
 // admitAndRun admits a new pod and starts its worker, or records why not.
 func (n *Nodelet) admitAndRun(ctx context.Context, p *v1.Pod) {
 	logger := klog.FromContext(ctx)
+	if n.restoredPod(ctx, p) {
+		n.workers.Forget(p.UID)
+		n.dispatch(p)
+		return
+	}
 	node := n.admissionNode()
 	if node == nil {
 		// The Node is not registered yet: admit once its allocatable is known.
