@@ -26,7 +26,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
@@ -111,7 +110,7 @@ func measure(b *nodeagent.Bench, name, driver, node string) (Run, error) {
 		return run, err
 	}
 	registry := filepath.Join(a.Dir, "root", "plugins_registry")
-	registered := func() bool { return inCSINode(b.Client, node) }
+	registered := func() bool { return nodeagent.InCSINode(b.Client, node, driverName) }
 
 	d, err := nodeagent.StartCSIDriver(driver, registry, node)
 	if err != nil {
@@ -136,19 +135,6 @@ func measure(b *nodeagent.Bench, name, driver, node string) (Run, error) {
 	}
 	d.Stop()
 	return run, nil
-}
-
-func inCSINode(c kubernetes.Interface, node string) bool {
-	cn, err := c.StorageV1().CSINodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		return false
-	}
-	for _, d := range cn.Spec.Drivers {
-		if d.Name == driverName {
-			return true
-		}
-	}
-	return false
 }
 
 func median(v []float64) float64 {

@@ -123,7 +123,7 @@ func measure(b *nodeagent.Bench, name, driver, node string, reps int) ([]Run, er
 		return nil, err
 	}
 	defer d.Stop()
-	if !nodeagent.Poll(30*time.Second, 50*time.Millisecond, func() bool { return inCSINode(c, node) }) {
+	if !nodeagent.Poll(30*time.Second, 50*time.Millisecond, func() bool { return nodeagent.InCSINode(c, node, driverName) }) {
 		return nil, fmt.Errorf("the driver did not register with %s", name)
 	}
 	// A namespace per agent (the previous agent's is still going away),
@@ -223,19 +223,6 @@ func boundClaim(ctx context.Context, c kubernetes.Interface, ctrl csipb.Controll
 		return fmt.Errorf("PVC %s not bound", claim)
 	}
 	return nil
-}
-
-func inCSINode(c kubernetes.Interface, node string) bool {
-	cn, err := c.StorageV1().CSINodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		return false
-	}
-	for _, d := range cn.Spec.Drivers {
-		if d.Name == driverName {
-			return true
-		}
-	}
-	return false
 }
 
 func stat(runs []Run, f func(Run) float64) string {

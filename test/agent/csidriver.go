@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
@@ -51,4 +55,18 @@ func (d *CSIDriver) Stop() time.Time {
 	framework.UnmountUnder(d.Dir, func(string, ...any) {})
 	_ = os.RemoveAll(d.Dir)
 	return at
+}
+
+// InCSINode reports whether the node's CSINode lists driver.
+func InCSINode(c kubernetes.Interface, node, driver string) bool {
+	cn, err := c.StorageV1().CSINodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, d := range cn.Spec.Drivers {
+		if d.Name == driver {
+			return true
+		}
+	}
+	return false
 }
