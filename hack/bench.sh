@@ -38,6 +38,8 @@ go run ./bench/csivolume -reps "${BENCH_CSIVOL_REPS:-10}" -out bench/results/csi
 # Graceful node shutdown, side by side (bench/shutdown).
 go run ./bench/shutdown -reps "${BENCH_SHUTDOWN_REPS:-3}" -cancels "${BENCH_SHUTDOWN_CANCELS:-2}" \
 	-out bench/results/shutdown.json -section bench/results/shutdown.md
+# Offline autonomy, side by side (bench/offline; ~5 minutes per agent).
+go run ./bench/offline -out bench/results/offline.json -section bench/results/offline.md
 metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if ($i == m) print $(i-1) }' "$out"; }
 {
 	echo "# Benchmarks"
@@ -136,6 +138,10 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "<!-- shutdown: begin (bench/shutdown) -->"
 	cat bench/results/shutdown.md
 	echo "<!-- shutdown: end -->"
+	echo
+	echo "<!-- offline: begin (bench/offline) -->"
+	cat bench/results/offline.md
+	echo "<!-- offline: end -->"
 	echo
 	echo "## Raw output"
 	echo

@@ -47,6 +47,9 @@ type Spec struct {
 	// ExtraEnv is added to the agent's environment (e.g. the system bus's
 	// DBUS_SYSTEM_BUS_ADDRESS).
 	ExtraEnv []string
+	// Dir is the agent's folder (a fresh temp dir if empty): the same Dir
+	// again starts the agent on what it left there (its root dir, logs).
+	Dir string
 	// Bootstrap joins with the stack's bootstrap token (TLS bootstrap):
 	// --bootstrap-kubeconfig, and a --kubeconfig in the agent's dir still
 	// to be written, with the certificates in its pki folder.
@@ -99,9 +102,12 @@ type Proc struct {
 // resolv.conf with nameserver 127.0.0.1: nothing reaches the host's
 // resolver), issues the node's certificates and starts the agent.
 func Start(s Spec) (*Proc, error) {
-	dir, err := os.MkdirTemp("", "agent-"+s.Name+"-")
-	if err != nil {
-		return nil, err
+	dir := s.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "agent-"+s.Name+"-"); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range []string{"root", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -145,7 +151,7 @@ func Start(s Spec) (*Proc, error) {
 	if s.Bootstrap {
 		args = append(args, "--bootstrap-kubeconfig", s.Env["BOOTSTRAP_KUBECONFIG"])
 	}
-	f, err := os.Create(filepath.Join(dir, s.Name+".log"))
+	f, err := os.OpenFile(filepath.Join(dir, s.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +179,12 @@ func (p *Proc) Stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// Kill kills the agent (SIGKILL: a crash) and waits for it to be gone.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
 }
 
 // Pid is the agent's process ID.
