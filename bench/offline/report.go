@@ -22,7 +22,7 @@ func report(results []Result, now time.Time) string {
 	b.WriteString("started again and watched for 30 s. **Reboot**: the agent stopped, containerd emptied of the pods, their tmpfs\n")
 	b.WriteString("volumes unmounted, the agent started again without the API server and watched for 45 s. **API back**: the API\n")
 	b.WriteString("server started; converged = doomed stopped, steady and fresh Running in the API with their running containers,\n")
-	b.WriteString("the crasher's restarts written, one ready sandbox per pod (time from the API server's readiness).\n\n")
+	b.WriteString("the crasher's restarts written, one ready sandbox per pod (time from the API server's first answer).\n\n")
 	b.WriteString("| agent | restart: steady keeps its container | restart: crasher restarted offline | restart: doomed kept | reboot: pods running again | reboot: start -> all running | API back: converged | most ready sandboxes per pod |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
