@@ -15,13 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/volumes"
 )
 
 // API is what the Getter reads through: the volumes' cached API getter.
 type API interface {
-	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
-	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
-	Token(ctx context.Context, pod *v1.Pod, serviceAccount, audience string, expirationSeconds int64) (string, error)
+	volumes.Getter
 	Forget(uid types.UID)
 }
 
