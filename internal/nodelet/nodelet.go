@@ -107,9 +107,10 @@ type Nodelet struct {
 	mirrors    *mirror.Manager
 	syncer     *status.Syncer
 	apiGetter  *volumes.APIGetter
-	// objects reads ConfigMaps, Secrets and tokens: apiGetter, through the
-	// offline checkpoint's read-through getter when offline autonomy is on.
-	objects apiObjects
+	// objects reads ConfigMaps, Secrets and tokens (and forgets a removed
+	// pod's): apiGetter, or the offline checkpoint's read-through getter
+	// over it when offline autonomy is on.
+	objects checkpoint.API
 	// offline keeps the checkpoint of the API pods (offline autonomy); nil
 	// when off or standalone.
 	offline *checkpoint.Manager
@@ -566,10 +567,7 @@ func (n *Nodelet) admissionNode() *v1.Node {
 		}
 		// Not registered yet (the API server may be gone): the Node the
 		// checkpoint keeps, if any.
-		if node := n.offline.Node(); node != nil {
-			return node
-		}
-		return nil
+		return n.offline.Node()
 	}
 	node := &v1.Node{}
 	node.Name = n.opts.NodeName

@@ -6,21 +6,12 @@ import (
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/metrics"
-	"github.com/nodelet/nodelet/internal/volumes"
 )
-
-// apiObjects reads the ConfigMaps, Secrets and tokens of pods and forgets a
-// removed pod's.
-type apiObjects interface {
-	volumes.Getter
-	Forget(types.UID)
-}
 
 // offlineDir is the checkpoint's directory under the root dir.
 const offlineDir = "offline"
