@@ -658,9 +658,11 @@ func TestVolumeCleanupAfterRestart(t *testing.T) {
 		_, err := os.Lstat(podDir)
 		return len(volMounts(t, podDir)) == 0 && os.IsNotExist(err)
 	}, "the deleted pod's volumes unmounted and its directory removed")
-	if boxes := c.Sandboxes(t, "gone"); len(boxes) != 0 {
-		t.Errorf("the deleted pod's sandboxes are left: %d", len(boxes))
-	}
+	// The sandbox is removed after the volumes are torn down, so it may
+	// outlive the directory by a moment.
+	framework.Eventually(t, 30*time.Second, 200*time.Millisecond, func() bool {
+		return len(c.Sandboxes(t, "gone")) == 0
+	}, "the deleted pod's sandboxes removed")
 	for f, want := range map[string]string{"keep": "node data", "written": "pod\n"} {
 		if data, err := os.ReadFile(filepath.Join(host, f)); err != nil || string(data) != want {
 			t.Errorf("hostPath file %s: %q %v, want %q", f, data, err, want)
