@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -125,10 +126,14 @@ evictionHard: {memory.available: 200Mi, nodefs.available: 10%}
 	}
 
 	// The lease exists, is held by the node, owned by it, and is renewed.
-	lease, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The lease controller starts once the node is registered, beside the
+	// first status update, so Ready may be seen a moment before it exists.
+	var lease *coordinationv1.Lease
+	framework.Eventually(t, 10*time.Second, 100*time.Millisecond, func() bool {
+		l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+		lease = l
+		return err == nil
+	}, "the node's lease created")
 	if *lease.Spec.HolderIdentity != name || *lease.Spec.LeaseDurationSeconds != 20 {
 		t.Errorf("lease holder %q duration %d", *lease.Spec.HolderIdentity, *lease.Spec.LeaseDurationSeconds)
 	}
