@@ -37,6 +37,7 @@ type options struct {
 	reps      int
 	burst     int
 	delPods   int
+	direct    bool
 	scale     []int
 	window    time.Duration
 	agents    []string
@@ -65,7 +66,8 @@ func main() {
 	var scale, agents, floor string
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of each scenario (medians are reported)")
 	flag.IntVar(&o.burst, "burst", 100, "pods of the startup burst")
-	flag.IntVar(&o.delPods, "delete-pods", 50, "pods of the deletion scenario")
+	flag.IntVar(&o.delPods, "delete-pods", 20, "pods of the deletion scenario")
+	flag.BoolVar(&o.direct, "direct", true, "also run each burst with spec.nodeName set (no scheduler), and profile that one")
 	flag.StringVar(&scale, "scale", "250", "comma-separated pod counts of the scale scenario (empty: skip)")
 	flag.DurationVar(&o.window, "window", 60*time.Second, "footprint measurement window (idle and steady)")
 	flag.StringVar(&agents, "agents", "upstream,nodelet", "agents to run, in order")

@@ -28,6 +28,7 @@ type AgentResult struct {
 	NodeReadySeconds   float64     `json:"nodeReadySeconds"`
 	Idle               []Footprint `json:"idle"`
 	Bursts             []*Burst    `json:"bursts"`
+	DirectBursts       []*Burst    `json:"directBursts,omitempty"` // spec.nodeName set, no scheduler
 	RestartSeconds     []float64   `json:"restartSeconds"`
 	DeleteGrace0       []Deletion  `json:"deleteGrace0"`
 	DeleteDefaultGrace []Deletion  `json:"deleteDefaultGrace"`
@@ -41,6 +42,8 @@ type AgentResult struct {
 type Deletion struct {
 	GoneSeconds    float64 `json:"goneSeconds"`
 	StoppedSeconds float64 `json:"stoppedSeconds"`
+	// PodStopped: each pod from the delete call to its sandbox not ready.
+	PodStopped Stats `json:"podStoppedMs"`
 }
 
 // Footprint is the agent process's RSS and CPU over a window.
@@ -56,6 +59,7 @@ type Footprint struct {
 // Burst is one startup burst of Pods pods created at once.
 type Burst struct {
 	Pods              int                `json:"pods"`
+	Direct            bool               `json:"direct,omitempty"`
 	CreateSeconds     float64            `json:"createSeconds"`
 	Running           Stats              `json:"running"`
 	Ready             Stats              `json:"ready"`
@@ -67,6 +71,8 @@ type Burst struct {
 	RunningMs         []float64          `json:"runningMs"`
 	ReadyMs           []float64          `json:"readyMs"`
 	RSSCurve          [][2]float64       `json:"rssCurve,omitempty"`
+	// API: the agent's requests during the burst by class (audit.go).
+	API map[string]float64 `json:"api,omitempty"`
 }
 
 // Stats of latencies in ms.
@@ -141,7 +147,7 @@ func (h *harness) machineFacts() *Results {
 			"control":    strings.TrimSpace(mustRun(filepath.Join(h.env["K8S_BIN"], "kube-apiserver"), "--version")),
 		},
 		Config: map[string]any{
-			"reps": h.o.reps, "burstPods": h.o.burst, "deletePods": h.o.delPods,
+			"reps": h.o.reps, "burstPods": h.o.burst, "direct": h.o.direct, "deletePods": h.o.delPods,
 			"scale": h.o.scale, "windowSeconds": h.o.window.Seconds(), "node": h.o.nodeName,
 			"kubeletConfiguration": h.config("$DIR"),
 		},

@@ -183,8 +183,10 @@ func podNames(prefix string, n int) []string {
 }
 
 // benchPod is a busybox pod with tiny requests. trap: its shell exits on
-// SIGTERM (for deletion with the default grace period).
-func (h *harness) benchPod(name string, trap bool) *v1.Pod {
+// SIGTERM (for deletion with the default grace period). direct: created with
+// spec.nodeName set (no scheduler in the path); otherwise a node selector
+// for kube-scheduler.
+func (h *harness) benchPod(name string, trap, direct bool) *v1.Pod {
 	cmd := []string{"sleep", "3600"}
 	var grace *int64
 	if trap {
@@ -193,7 +195,7 @@ func (h *harness) benchPod(name string, trap bool) *v1.Pod {
 		zero := int64(0)
 		grace = &zero
 	}
-	return &v1.Pod{
+	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1.PodSpec{
 			NodeSelector:                  map[string]string{"kubernetes.io/hostname": h.o.nodeName},
@@ -209,14 +211,19 @@ func (h *harness) benchPod(name string, trap bool) *v1.Pod {
 			}},
 		},
 	}
+	if direct {
+		p.Spec.NodeSelector = nil
+		p.Spec.NodeName = h.o.nodeName
+	}
+	return p
 }
 
 // createAll creates the pods at once (one goroutine each) and records each
 // create call's return time as the pod's start.
-func (h *harness) createAll(ctx context.Context, ns string, tr *tracker, names []string, trap bool) error {
+func (h *harness) createAll(ctx context.Context, ns string, tr *tracker, names []string, trap, direct bool) error {
 	tr.reset(names)
 	return forEach(names, func(n string) error {
-		if _, err := h.client.CoreV1().Pods(ns).Create(ctx, h.benchPod(n, trap), metav1.CreateOptions{}); err != nil {
+		if _, err := h.client.CoreV1().Pods(ns).Create(ctx, h.benchPod(n, trap, direct), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		now := time.Now()
@@ -281,8 +288,9 @@ func (h *harness) clearPods(ctx context.Context, ns string, tr *tracker, names [
 	return h.removeSandboxes(ctx, ns)
 }
 
-// burst creates n pods at once and measures them up to Running and Ready.
-func (h *harness) burst(ctx context.Context, a *nodeagent.Proc, s *sampler, ns string, tr *tracker, prefix string, n int) (*Burst, error) {
+// burst creates n pods at once and measures them up to Running and Ready;
+// direct: with spec.nodeName set (no scheduler).
+func (h *harness) burst(ctx context.Context, a *nodeagent.Proc, s *sampler, ns string, tr *tracker, prefix string, n int, direct bool) (*Burst, error) {
 	names := podNames(prefix, n)
 	settle()
 	others := h.otherPids()
@@ -293,9 +301,10 @@ func (h *harness) burst(ctx context.Context, a *nodeagent.Proc, s *sampler, ns s
 		}
 	}
 	groupsBefore, busyBefore := groupCPU(others["containerd"]), machineBusy()
-	log.Printf("burst of %d pods (%s)", n, prefix)
+	log.Printf("burst of %d pods (%s, direct %v)", n, prefix, direct)
+	auditFrom := h.auditOffset()
 	start := time.Now()
-	if err := h.createAll(ctx, ns, tr, names, false); err != nil {
+	if err := h.createAll(ctx, ns, tr, names, false, direct); err != nil {
 		return nil, err
 	}
 	created := time.Now()
@@ -305,7 +314,7 @@ func (h *harness) burst(ctx context.Context, a *nodeagent.Proc, s *sampler, ns s
 		return nil, err
 	}
 	end := time.Now()
-	b := &Burst{Pods: n, CreateSeconds: created.Sub(start).Seconds(), OtherCPUSeconds: map[string]float64{}}
+	b := &Burst{Pods: n, Direct: direct, CreateSeconds: created.Sub(start).Seconds(), OtherCPUSeconds: map[string]float64{}}
 	var lastRunning time.Time
 	for _, name := range names {
 		st := tr.snapshot(name)
@@ -338,9 +347,13 @@ func (h *harness) burst(ctx context.Context, a *nodeagent.Proc, s *sampler, ns s
 	}
 	b.OtherCPUSeconds["machine"] = machineBusy() - busyBefore
 	b.OtherCPUSeconds["window"] = time.Since(start).Seconds()
+	// The API requests of the agent from the first create to 5 s after the
+	// last pod was Ready (the node's lease and status included, a handful).
+	b.API = h.apiRequests(auditFrom, start, time.Now())
 	b.Breakdown = h.breakdown(ctx, ns, tr, names)
-	log.Printf("burst %s: running p50 %.0f p99 %.0f max %.0f ms, ready p50 %.0f ms, all running %.2f s, CPU %.2f s, RSS max %.1f MiB",
-		prefix, b.Running.P50, b.Running.P99, b.Running.Max, b.Ready.P50, b.AllRunningSeconds, b.Footprint.CPUSeconds, b.Footprint.RSSMaxMiB)
+	log.Printf("burst %s: running p50 %.0f p99 %.0f max %.0f ms, ready p50 %.0f ms, all running %.2f s, CPU %.2f s, RSS max %.1f MiB, API writes %v (status %v, events %v, tokens %v), reads %v",
+		prefix, b.Running.P50, b.Running.P99, b.Running.Max, b.Ready.P50, b.AllRunningSeconds, b.Footprint.CPUSeconds, b.Footprint.RSSMaxMiB,
+		b.API[apiWrites], b.API[apiStatusPatches], b.API[apiEvents], b.API[apiTokens], b.API[apiReads])
 	return b, nil
 }
 
@@ -424,7 +437,7 @@ func (h *harness) breakdown(ctx context.Context, ns string, tr *tracker, names [
 // it running again with restartCount + 1.
 func (h *harness) restart(ctx context.Context, ns string, tr *tracker, name string) (float64, error) {
 	names := []string{name}
-	if err := h.createAll(ctx, ns, tr, names, false); err != nil {
+	if err := h.createAll(ctx, ns, tr, names, false, false); err != nil {
 		return 0, err
 	}
 	if err := tr.waitAll(names, time.Minute, "Running", func(s *podState) bool { return !s.running.IsZero() }); err != nil {
@@ -464,7 +477,7 @@ func (h *harness) restart(ctx context.Context, ns string, tr *tracker, name stri
 // until all are gone from the API.
 func (h *harness) deletion(ctx context.Context, ns string, tr *tracker, prefix string, n int, grace *int64) (Deletion, error) {
 	names := podNames(prefix, n)
-	if err := h.createAll(ctx, ns, tr, names, true); err != nil {
+	if err := h.createAll(ctx, ns, tr, names, true, false); err != nil {
 		return Deletion{}, err
 	}
 	if err := tr.waitAll(names, h.o.burstWait, "Running", func(s *podState) bool { return !s.running.IsZero() }); err != nil {
@@ -475,10 +488,26 @@ func (h *harness) deletion(ctx context.Context, ns string, tr *tracker, prefix s
 	t0 := time.Now()
 	// The runtime side: until no sandbox of the namespace is ready any more
 	// (the agent stopped every container and sandbox).
+	// Each pod's own time runs until its sandbox is no longer ready.
 	stopped := make(chan time.Time, 1)
+	podStopped := map[string]time.Time{}
 	go func() {
 		deadline := t0.Add(3 * time.Minute)
-		for h.readySandboxes(ctx, ns) != 0 && time.Now().Before(deadline) {
+		for time.Now().Before(deadline) {
+			ready, err := nodeagent.ReadySandboxPods(ctx, h.rt, ns)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			now := time.Now()
+			for _, n := range names {
+				if _, seen := podStopped[n]; !seen && !ready[n] {
+					podStopped[n] = now
+				}
+			}
+			if len(ready) == 0 {
+				break
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		stopped <- time.Now()
@@ -496,7 +525,15 @@ func (h *harness) deletion(ctx context.Context, ns string, tr *tracker, prefix s
 		}
 	}
 	d := Deletion{GoneSeconds: last.Sub(t0).Seconds(), StoppedSeconds: (<-stopped).Sub(t0).Seconds()}
-	log.Printf("deletion %s: all %d gone from the API in %.3f s, sandboxes stopped in %.3f s", prefix, n, d.GoneSeconds, d.StoppedSeconds)
+	var per []float64
+	for _, n := range names {
+		if at, ok := podStopped[n]; ok {
+			per = append(per, ms(at.Sub(t0)))
+		}
+	}
+	sort.Float64s(per)
+	d.PodStopped = stats(per)
+	log.Printf("deletion %s: all %d gone from the API in %.3f s, sandboxes stopped in %.3f s (per pod p50 %.0f ms)", prefix, n, d.GoneSeconds, d.StoppedSeconds, d.PodStopped.P50)
 	return d, h.clearPods(ctx, ns, tr, names)
 }
 
@@ -648,7 +685,7 @@ func (h *harness) runAgents(ctx context.Context, save func([]*AgentResult)) ([]*
 		err := turn(fmt.Sprintf("repetition %d", rep+1), func(se *session, r *AgentResult) error {
 			// (1)+(2): idle, burst, steady, then an empty node again.
 			r.Idle = append(r.Idle, h.measureWindow(se.s, fmt.Sprintf("%s idle rep %d", se.name, rep+1)))
-			b, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, fmt.Sprintf("b%d", rep), o.burst)
+			b, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, fmt.Sprintf("b%d", rep), o.burst, false)
 			if err != nil {
 				return err
 			}
@@ -658,6 +695,19 @@ func (h *harness) runAgents(ctx context.Context, save func([]*AgentResult)) ([]*
 				return err
 			}
 			time.Sleep(5 * time.Second)
+			// (2b) the same burst with spec.nodeName set: every pod reaches
+			// the agent at once.
+			if o.direct {
+				b, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, fmt.Sprintf("n%d", rep), o.burst, true)
+				if err != nil {
+					return err
+				}
+				r.DirectBursts = append(r.DirectBursts, b)
+				if err := h.clearPods(ctx, se.ns, se.tr, podNames(fmt.Sprintf("n%d", rep), o.burst)); err != nil {
+					return err
+				}
+				time.Sleep(5 * time.Second)
+			}
 			// (3) restart latency, a new pod each time (no back-off).
 			d, err := h.restart(ctx, se.ns, se.tr, fmt.Sprintf("r%d", rep))
 			if err != nil {
@@ -691,7 +741,7 @@ func (h *harness) runAgents(ctx context.Context, save func([]*AgentResult)) ([]*
 			perr := make(chan error, 1)
 			go func() { perr <- h.profile(20, path) }()
 			time.Sleep(300 * time.Millisecond)
-			if _, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, "prof", o.burst); err != nil {
+			if _, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, "prof", o.burst, o.direct); err != nil {
 				return err
 			}
 			if err := <-perr; err != nil {
@@ -714,7 +764,7 @@ func (h *harness) runAgents(ctx context.Context, save func([]*AgentResult)) ([]*
 	// (5) scale: one run per size.
 	for _, n := range o.scale {
 		err := turn(fmt.Sprintf("%d pods", n), func(se *session, r *AgentResult) error {
-			b, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, fmt.Sprintf("s%d", n), n)
+			b, err := h.burst(ctx, se.a, se.s, se.ns, se.tr, fmt.Sprintf("s%d", n), n, false)
 			if err != nil {
 				// A size the agent cannot reach in time is a result, not
 				// the end of the run.

@@ -351,3 +351,20 @@ func ReadySandboxes(ctx context.Context, rt internalapi.RuntimeService, ns strin
 	}
 	return len(boxes)
 }
+
+// ReadySandboxPods is the set of pod names of namespace ns with a ready
+// sandbox in containerd.
+func ReadySandboxPods(ctx context.Context, rt internalapi.RuntimeService, ns string) (map[string]bool, error) {
+	boxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns},
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(boxes))
+	for _, b := range boxes {
+		out[b.GetMetadata().GetName()] = true
+	}
+	return out, nil
+}
