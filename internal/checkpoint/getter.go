@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -51,6 +53,9 @@ type kept struct {
 	tokens map[types.UID]map[tokenID]string
 	// env is the service environment by serviceEnvKey.
 	env map[string]map[string]string
+	// gen counts the changes of what k keeps: an entry built from k is the
+	// same as the last one while gen (and the pod and its status) are.
+	gen atomic.Uint64
 }
 
 func newKept(secrets bool) *kept {
@@ -73,14 +78,32 @@ func (k *kept) put(kind, namespace, name string, obj any) {
 	if kind == "Secret" && !k.secrets {
 		return
 	}
+	key := objKey(kind, namespace, name)
 	k.mu.Lock()
-	k.objs[objKey(kind, namespace, name)] = obj
+	if old, ok := k.objs[key]; !ok || !sameVersion(old, obj) {
+		k.gen.Add(1)
+	}
+	k.objs[key] = obj
 	k.mu.Unlock()
 }
 
+// sameVersion: a and b are the same object at the same resourceVersion.
+func sameVersion(a, b any) bool {
+	if a == b {
+		return true
+	}
+	oa, ok1 := a.(metav1.Object)
+	ob, ok2 := b.(metav1.Object)
+	return ok1 && ok2 && oa.GetResourceVersion() != "" && oa.GetResourceVersion() == ob.GetResourceVersion() && oa.GetUID() == ob.GetUID()
+}
+
 func (k *kept) drop(kind, namespace, name string) {
+	key := objKey(kind, namespace, name)
 	k.mu.Lock()
-	delete(k.objs, objKey(kind, namespace, name))
+	if _, ok := k.objs[key]; ok {
+		k.gen.Add(1)
+		delete(k.objs, key)
+	}
 	k.mu.Unlock()
 }
 
@@ -97,6 +120,9 @@ func (k *kept) putToken(uid types.UID, key tokenID, value string) {
 	if k.tokens[uid] == nil {
 		k.tokens[uid] = map[tokenID]string{}
 	}
+	if old, ok := k.tokens[uid][key]; !ok || old != value {
+		k.gen.Add(1)
+	}
 	k.tokens[uid][key] = value
 }
 
@@ -109,7 +135,10 @@ func (k *kept) token(uid types.UID, key tokenID) (string, bool) {
 
 func (k *kept) forgetPod(uid types.UID) {
 	k.mu.Lock()
-	delete(k.tokens, uid)
+	if _, ok := k.tokens[uid]; ok {
+		k.gen.Add(1)
+		delete(k.tokens, uid)
+	}
 	k.mu.Unlock()
 }
 
@@ -134,10 +163,17 @@ func (k *kept) add(e *Entry) {
 		k.putToken(e.Pod.UID, tokenID{t.ServiceAccount, t.Audience, t.ExpirationSeconds}, t.Value)
 	}
 	if e.ServiceEnv != nil {
-		k.mu.Lock()
-		k.env[serviceEnvKey(e.Pod.Namespace, enableServiceLinks(e.Pod))] = e.ServiceEnv
-		k.mu.Unlock()
+		k.putEnv(serviceEnvKey(e.Pod.Namespace, enableServiceLinks(e.Pod)), e.ServiceEnv)
 	}
+}
+
+func (k *kept) putEnv(key string, env map[string]string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old, ok := k.env[key]; !ok || !maps.Equal(old, env) {
+		k.gen.Add(1)
+	}
+	k.env[key] = env
 }
 
 func enableServiceLinks(p *v1.Pod) bool {
@@ -294,9 +330,7 @@ func (g *Getter) ServiceEnv(namespace string, links bool) (map[string]string, er
 	key := serviceEnvKey(namespace, links)
 	env, err := g.services(namespace, links)
 	if err == nil {
-		g.kept.mu.Lock()
-		g.kept.env[key] = env
-		g.kept.mu.Unlock()
+		g.kept.putEnv(key, env)
 		return env, nil
 	}
 	g.kept.mu.RLock()

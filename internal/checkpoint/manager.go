@@ -14,6 +14,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -59,6 +60,10 @@ type Manager struct {
 	mu sync.Mutex
 	// hashes are the entries' payload hashes as written, by pod.
 	hashes map[types.UID][32]byte
+	// written is what each pod's written entry was built from, so an
+	// unchanged pod costs a comparison instead of a copy, an encoding and a
+	// hash every period.
+	written map[types.UID]source
 	// restored are the pods run from the checkpoint that the API server has
 	// not confirmed yet.
 	restored map[types.UID]bool
@@ -100,7 +105,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{cfg: cfg, store: st, kept: newKept(cfg.Secrets), hashes: map[types.UID][32]byte{}, restored: map[types.UID]bool{}}, nil
+	return &Manager{cfg: cfg, store: st, kept: newKept(cfg.Secrets), hashes: map[types.UID][32]byte{}, written: map[types.UID]source{}, restored: map[types.UID]bool{}}, nil
 }
 
 func (m *Manager) nodePath() string { return filepath.Join(m.cfg.Dir, "node.json") }
@@ -230,6 +235,13 @@ func (m *Manager) Save(ctx context.Context) {
 		if !ok {
 			continue
 		}
+		src := source{resourceVersion: p.ResourceVersion, kept: m.kept.gen.Load(), status: st}
+		m.mu.Lock()
+		last, seen := m.written[p.UID]
+		m.mu.Unlock()
+		if seen && last.same(src) {
+			continue
+		}
 		e := m.entryFor(p, st)
 		h, err := payloadHash(e)
 		if err != nil {
@@ -239,6 +251,9 @@ func (m *Manager) Save(ctx context.Context) {
 		same := m.hashes[p.UID] == h
 		m.mu.Unlock()
 		if same {
+			m.mu.Lock()
+			m.written[p.UID] = src
+			m.mu.Unlock()
 			continue
 		}
 		if err := m.store.Save(e); err != nil {
@@ -248,6 +263,7 @@ func (m *Manager) Save(ctx context.Context) {
 		}
 		m.mu.Lock()
 		m.hashes[p.UID] = h
+		m.written[p.UID] = src
 		m.mu.Unlock()
 		logger.V(4).Info("Wrote the pod's checkpoint entry", "pod", klog.KObj(p))
 	}
@@ -264,6 +280,7 @@ func (m *Manager) Save(ctx context.Context) {
 		for uid := range m.hashes {
 			if !want[uid] {
 				delete(m.hashes, uid)
+				delete(m.written, uid)
 				logger.V(2).Info("Removed the checkpoint entry of a pod that is gone", "podUID", uid)
 			}
 		}
@@ -311,6 +328,22 @@ func (m *Manager) entryFor(p *v1.Pod, st v1.PodStatus) *Entry {
 	e := m.kept.entry(c)
 	e.Pod = c
 	return &e
+}
+
+// source is what a pod's entry is built from: the pod at a resourceVersion,
+// the kept objects at a generation, and the pod's status.
+type source struct {
+	resourceVersion string
+	kept            uint64
+	status          v1.PodStatus
+}
+
+// same tells whether an entry built from s would be the one built from o.
+// A pod without a resourceVersion (never from the API server) is never
+// taken as unchanged.
+func (s source) same(o source) bool {
+	return s.resourceVersion != "" && s.resourceVersion == o.resourceVersion && s.kept == o.kept &&
+		apiequality.Semantic.DeepEqual(s.status, o.status)
 }
 
 // payloadHash hashes an entry without its time stamp.

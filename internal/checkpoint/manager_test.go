@@ -351,3 +351,77 @@ func TestRestoreSkipsCorrupt(t *testing.T) {
 		t.Errorf("state %+v: %s", st, st.Describe(time.Now()))
 	}
 }
+
+// TestSaveSkipsUnchangedSources: a pod at the same resourceVersion, with
+// the same status and nothing kept changed, is not rebuilt; a change of any
+// of them (a ConfigMap the pod uses, a new token, the pod, its status) is
+// written.
+func TestSaveSkipsUnchangedSources(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "offline")
+	p := pod("u1", "web")
+	p.ResourceVersion = "7"
+	p.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}}
+	cm := func(rv, v string) *v1.ConfigMap {
+		return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "ns", UID: "cm", ResourceVersion: rv}, Data: map[string]string{"k": v}}
+	}
+	api := &fakeAPI{objs: map[string]any{"cm/ns/cfg": cm("1", "one")}, token: "tok1"}
+	tn := &testNode{pods: []*v1.Pod{p}, statuses: map[types.UID]v1.PodStatus{"u1": {Phase: v1.PodRunning}}}
+	m := newManager(t, dir, false, tn)
+	g := m.Getter(api, fake.NewClientset(), func(string, bool) (map[string]string, error) { return map[string]string{"A": "1"}, nil })
+	read := func() {
+		t.Helper()
+		if _, err := g.ConfigMap(ctx, "ns", "cfg"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Token(ctx, p, "default", "", 3607); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.ServiceEnv("ns", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry := filepath.Join(dir, "pods", "u1.json")
+	saved := func() *Entry {
+		t.Helper()
+		m.Save(ctx)
+		es, _ := m.store.Load()
+		if len(es) != 1 {
+			t.Fatalf("entries %d", len(es))
+		}
+		return es[0]
+	}
+	read()
+	saved()
+	gen := m.kept.gen.Load()
+	read() // the same objects read again: nothing kept changes
+	if m.kept.gen.Load() != gen {
+		t.Errorf("reading unchanged objects changed the kept generation %d -> %d", gen, m.kept.gen.Load())
+	}
+	if err := os.Remove(entry); err != nil {
+		t.Fatal(err)
+	}
+	m.Save(ctx)
+	if _, err := os.Stat(entry); !os.IsNotExist(err) {
+		t.Error("an unchanged entry was written again")
+	}
+	for _, c := range []struct {
+		what   string
+		change func()
+		check  func(*Entry) bool
+	}{
+		{"a ConfigMap update", func() { api.objs["cm/ns/cfg"] = cm("2", "two"); read() },
+			func(e *Entry) bool { return len(e.ConfigMaps) == 1 && e.ConfigMaps[0].Data["k"] == "two" }},
+		{"a new token", func() { api.token = "tok2"; read() },
+			func(e *Entry) bool { return len(e.Tokens) == 1 && e.Tokens[0].Value == "tok2" }},
+		{"a status change", func() { tn.statuses["u1"] = v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.0.0.9"} },
+			func(e *Entry) bool { return e.Pod.Status.PodIP == "10.0.0.9" }},
+		{"a pod update", func() { q := p.DeepCopy(); q.ResourceVersion = "8"; q.Labels = map[string]string{"l": "v"}; tn.pods = []*v1.Pod{q} },
+			func(e *Entry) bool { return e.Pod.Labels["l"] == "v" }},
+	} {
+		c.change()
+		if e := saved(); !c.check(e) {
+			t.Errorf("after %s the entry is %+v", c.what, e)
+		}
+	}
+}
