@@ -249,11 +249,11 @@ func (m *Manager) Save(ctx context.Context) {
 		}
 		m.mu.Lock()
 		same := m.hashes[p.UID] == h
+		if same {
+			m.written[p.UID] = src
+		}
 		m.mu.Unlock()
 		if same {
-			m.mu.Lock()
-			m.written[p.UID] = src
-			m.mu.Unlock()
 			continue
 		}
 		if err := m.store.Save(e); err != nil {

@@ -416,7 +416,12 @@ func TestSaveSkipsUnchangedSources(t *testing.T) {
 			func(e *Entry) bool { return len(e.Tokens) == 1 && e.Tokens[0].Value == "tok2" }},
 		{"a status change", func() { tn.statuses["u1"] = v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.0.0.9"} },
 			func(e *Entry) bool { return e.Pod.Status.PodIP == "10.0.0.9" }},
-		{"a pod update", func() { q := p.DeepCopy(); q.ResourceVersion = "8"; q.Labels = map[string]string{"l": "v"}; tn.pods = []*v1.Pod{q} },
+		{"a pod update", func() {
+			q := p.DeepCopy()
+			q.ResourceVersion = "8"
+			q.Labels = map[string]string{"l": "v"}
+			tn.pods = []*v1.Pod{q}
+		},
 			func(e *Entry) bool { return e.Pod.Labels["l"] == "v" }},
 	} {
 		c.change()

@@ -342,10 +342,7 @@ func (cl Cleaner) removeSandboxesOnce(ctx context.Context, ns string) (int, []st
 // ReadySandboxes is the number of ready (not stopped) sandboxes of
 // namespace ns in the runtime, -1 if the runtime cannot say.
 func ReadySandboxes(ctx context.Context, rt internalapi.RuntimeService, ns string) int {
-	boxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns},
-		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-	})
+	boxes, err := readyBoxes(ctx, rt, ns)
 	if err != nil {
 		return -1
 	}
@@ -355,10 +352,7 @@ func ReadySandboxes(ctx context.Context, rt internalapi.RuntimeService, ns strin
 // ReadySandboxPods is the set of pod names of namespace ns with a ready
 // sandbox in containerd.
 func ReadySandboxPods(ctx context.Context, rt internalapi.RuntimeService, ns string) (map[string]bool, error) {
-	boxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns},
-		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-	})
+	boxes, err := readyBoxes(ctx, rt, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -367,4 +361,12 @@ func ReadySandboxPods(ctx context.Context, rt internalapi.RuntimeService, ns str
 		out[b.GetMetadata().GetName()] = true
 	}
 	return out, nil
+}
+
+// readyBoxes lists the ready sandboxes of namespace ns.
+func readyBoxes(ctx context.Context, rt internalapi.RuntimeService, ns string) ([]*runtimeapi.PodSandbox, error) {
+	return rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns},
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+	})
 }
