@@ -143,10 +143,13 @@ func (g *APIGetter) Token(ctx context.Context, pod *v1.Pod, sa, audience string,
 	}
 	resp, err := g.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	// A pod's first token can be refused for a few milliseconds after its
-	// binding: the API server's node authorizer and its pod cache learn of
-	// the binding from their own watches, after this node's watch delivered
-	// the pod. Retry that quickly rather than fail the pod's sync.
-	for delay := firstTokenRetry; !ok && apierrors.IsForbidden(err) && delay <= maxTokenRetry; delay *= 2 {
+	// binding: the API server's node authorizer (Forbidden) and the
+	// NodeRestriction admission's pod cache (NotFound: 'pod "x" not found')
+	// learn of the pod from their own watches, after this node's watch
+	// delivered it; under a burst of creates that lag reaches hundreds of
+	// milliseconds. Retry that quickly rather than fail the pod's sync (which
+	// would cost a status write with the error and a back-off).
+	for delay := firstTokenRetry; !ok && refusedForNow(err) && delay <= maxTokenRetry; delay *= 2 {
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()
@@ -170,12 +173,18 @@ func (g *APIGetter) Token(ctx context.Context, pod *v1.Pod, sa, audience string,
 }
 
 // firstTokenRetry and maxTokenRetry bound the quick retries of a pod's
-// first token request refused as Forbidden (20, 40, ... 320 ms: 0.6 s in
-// all, then the pod's sync fails and is retried as any other).
+// first token request refused as Forbidden or NotFound (20, 40, ... 640 ms:
+// 1.26 s in all, then the pod's sync fails and is retried as any other).
 const (
 	firstTokenRetry = 20 * time.Millisecond
-	maxTokenRetry   = 320 * time.Millisecond
+	maxTokenRetry   = 640 * time.Millisecond
 )
+
+// refusedForNow tells whether a first token request's error is one the API
+// server's caches give a pod they have not seen yet.
+func refusedForNow(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsNotFound(err)
+}
 
 // Forget drops the tokens of a pod that is gone.
 func (g *APIGetter) Forget(uid types.UID) {

@@ -16,28 +16,36 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// A pod's first token request refused as Forbidden (the API server has not
-// yet seen the pod's binding) is retried quickly; a refusal that lasts, or
-// a renewal refused, is returned.
-func TestTokenRetriesAFreshPodsForbidden(t *testing.T) {
+// A pod's first token request refused as Forbidden (the node authorizer has
+// not yet seen the pod's binding) or NotFound (NodeRestriction's pod cache
+// has not seen the pod) is retried quickly; a refusal that lasts, another
+// error, or a renewal refused, is returned.
+func TestTokenRetriesAFreshPodsRefusal(t *testing.T) {
+	forbidden := apierrors.NewForbidden(v1.Resource("serviceaccounts"), "default", nil)
+	notFound := apierrors.NewNotFound(v1.Resource("pods"), "p")
+	invalid := apierrors.NewBadRequest("bad audience")
 	for _, tc := range []struct {
 		name      string
+		refusal   error
 		refusals  int32
 		renewal   bool // the pod already has a token due for renewal
 		wantErr   bool
 		wantCalls int32
 	}{
-		{"granted at once", 0, false, false, 1},
-		{"refused twice, then granted", 2, false, false, 3},
-		{"refused for good", 100, false, true, 6},
-		{"renewal refused", 100, true, true, 1},
+		{"granted at once", forbidden, 0, false, false, 1},
+		{"forbidden twice, then granted", forbidden, 2, false, false, 3},
+		{"pod not found twice, then granted", notFound, 2, false, false, 3},
+		{"forbidden for good", forbidden, 100, false, true, 7},
+		{"pod not found for good", notFound, 100, false, true, 7},
+		{"bad request is not retried", invalid, 100, false, true, 1},
+		{"renewal refused", forbidden, 100, true, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewSimpleClientset()
 			var calls atomic.Int32
 			client.PrependReactor("create", "serviceaccounts", func(a clienttesting.Action) (bool, runtime.Object, error) {
 				if calls.Add(1) <= tc.refusals {
-					return true, nil, apierrors.NewForbidden(v1.Resource("serviceaccounts"), "default", nil)
+					return true, nil, tc.refusal
 				}
 				return true, &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
 					Token: "t", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour)),
