@@ -5,10 +5,16 @@ export PATH := /usr/local/go/bin:$(PATH)
 export GOFLAGS ?= -buildvcs=false
 export HOME ?= /root
 
-.PHONY: build test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance clean
+.PHONY: build install uninstall test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance clean
 
 build: ## bin/nodelet
-	go build -o bin/nodelet ./cmd/nodelet
+	go build -buildvcs=auto -o bin/nodelet ./cmd/nodelet
+
+install: build ## nodelet in $(PREFIX)/bin (/usr/local), its systemd unit and kubeadm drop-in in /etc/systemd/system (DESTDIR stages)
+	bash hack/install.sh
+
+uninstall: ## removes what make install put in place
+	bash hack/install.sh uninstall
 
 test: ## the whole test suite: installs and starts the stack, unit + e2e tests
 	bash hack/test.sh

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/nodelet"
-	"github.com/nodelet/nodelet/internal/nodestatus"
+	"github.com/nodelet/nodelet/internal/version"
 )
 
 // gcPercent is nodelet's default GOGC: a node agent's live heap is small
@@ -29,15 +29,22 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		os.Exit(versionCommand(os.Args[2:]))
+	}
 	// Everything logs through the logger in ctx (klog's global one).
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	opts, err := config.Parse(ctx, os.Args[1:])
 	if errors.Is(err, pflag.ErrHelp) {
 		os.Exit(0)
 	}
-	if errors.Is(err, config.ErrVersion) {
-		// As upstream's "Kubernetes vX.Y.Z", naming the agent.
-		fmt.Printf("nodelet (Kubernetes %s)\n", nodestatus.KubeletVersion)
+	switch {
+	case errors.Is(err, config.ErrVersion):
+		// Exactly upstream's line: kubeadm's preflight parses it.
+		fmt.Println(version.Short())
+		os.Exit(0)
+	case errors.Is(err, config.ErrVersionRaw):
+		fmt.Println(version.Get().Raw())
 		os.Exit(0)
 	}
 	if err != nil {
@@ -59,4 +66,32 @@ func main() {
 		os.Exit(1)
 	}
 	logger.Info("nodelet stopped; pods keep running")
+}
+
+// versionCommand is `nodelet version [-o json|yaml]`: the kubelet version
+// nodelet implements and nodelet's own build.
+func versionCommand(args []string) int {
+	fs := pflag.NewFlagSet("version", pflag.ContinueOnError)
+	output := fs.StringP("output", "o", "", "One of 'yaml' or 'json'.")
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Print the kubelet version nodelet implements and nodelet's build.\n\nUsage:\n  nodelet version [-o json|yaml]\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "nodelet version: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "nodelet version: unexpected arguments %v\n", fs.Args())
+		return 2
+	}
+	out, err := version.Get().Format(*output)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodelet version: %v\n", err)
+		return 2
+	}
+	fmt.Print(out)
+	return 0
 }

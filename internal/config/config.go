@@ -100,7 +100,31 @@ const (
 )
 
 // ErrVersion is Parse's answer to --version: print the version and exit.
-var ErrVersion = errors.New("version requested")
+// ErrVersionRaw answers --version=raw (the whole version.Info, as upstream).
+var (
+	ErrVersion    = errors.New("version requested")
+	ErrVersionRaw = errors.New("raw version requested")
+)
+
+// versionFlag is upstream's --version: a bool that also takes "raw".
+type versionFlag string
+
+func (f *versionFlag) String() string { return string(*f) }
+func (f *versionFlag) Type() string   { return "version[=true]" }
+
+func (f *versionFlag) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "raw":
+		*f = "raw"
+	case "true", "1", "t":
+		*f = "true"
+	case "false", "0", "f", "":
+		*f = "false"
+	default:
+		return fmt.Errorf("want true, false or raw, not %q", s)
+	}
+	return nil
+}
 
 // Parse reads the command line and, when --config names one, the
 // KubeletConfiguration file. Values given as flags win over the file.
@@ -109,12 +133,16 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 	// First pass: only to learn --config, on a scratch copy.
 	scratch := newOptions()
 	fs := scratch.flagSet()
-	version := fs.Bool("version", false, "Print the version (the kubelet API nodelet implements) and exit.")
+	version := addVersionFlag(fs)
+	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if *version {
+	switch *version {
+	case "true":
 		return nil, ErrVersion
+	case "raw":
+		return nil, ErrVersionRaw
 	}
 	o := newOptions()
 	serializeSet := false // serializeImagePulls given in the file
@@ -136,8 +164,13 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 	// Second pass: flags registered with the file's values as their defaults,
 	// so only flags actually given override the file.
 	fs = o.flagSet()
+	addVersionFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if fs.NArg() > 0 {
+		// As upstream's kubelet: a stray word is a mistake, not ignored.
+		return nil, fmt.Errorf("%q does not take any arguments, got %q", "nodelet", fs.Args())
 	}
 	// serializeImagePulls defaults from maxParallelImagePulls, as upstream:
 	// when only the flag gives the latter, default again.
@@ -149,6 +182,30 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// addVersionFlag registers upstream's --version on fs.
+func addVersionFlag(fs *pflag.FlagSet) *versionFlag {
+	v := versionFlag("false")
+	fs.Var(&v, "version", "--version, --version=raw prints version information and quits (the kubelet version nodelet implements; raw: the whole version.Info, with nodelet's build).")
+	fs.Lookup("version").NoOptDefVal = "true"
+	return &v
+}
+
+// usage prints --help as upstream's kubelet: what it is, how it is called,
+// then every flag (klog's included) in one sorted list.
+func usage(fs *pflag.FlagSet) {
+	fmt.Fprintf(fs.Output(), `nodelet is a Kubernetes node agent, a drop-in for the kubelet: it takes the
+kubelet's flags and KubeletConfiguration file, registers the node, and runs the
+pods bound to it (and the static pods of --pod-manifest-path) through the
+container runtime (CRI).
+
+Usage:
+  nodelet [flags]
+  nodelet version [-o json|yaml]
+
+Flags:
+%s`, fs.FlagUsages())
 }
 
 func newOptions() *Options {

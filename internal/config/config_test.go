@@ -148,8 +148,25 @@ func TestImagePullSettings(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
-	if _, err := Parse(context.Background(), []string{"--version"}); !errors.Is(err, ErrVersion) {
-		t.Fatalf("--version: %v, want ErrVersion", err)
+	for _, tc := range []struct {
+		args []string
+		want error
+	}{
+		{[]string{"--version"}, ErrVersion},
+		{[]string{"--version=true"}, ErrVersion},
+		{[]string{"--version=raw"}, ErrVersionRaw},
+		{[]string{"--version=false", "--root-dir", "/tmp/x"}, nil},
+	} {
+		_, err := Parse(context.Background(), tc.args)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.args, err, tc.want)
+		}
+	}
+	if _, err := Parse(context.Background(), []string{"--version=maybe"}); err == nil {
+		t.Error("--version=maybe accepted")
+	}
+	if _, err := Parse(context.Background(), []string{"--root-dir", "/tmp/x", "stray"}); err == nil || !strings.Contains(err.Error(), `does not take any arguments, got ["stray"]`) {
+		t.Errorf("a positional argument: %v", err)
 	}
 }
 

@@ -35,11 +35,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/machine"
+	"github.com/nodelet/nodelet/internal/version"
 )
 
 // KubeletVersion is the kubelet version nodelet reports: the API it
 // implements.
-const KubeletVersion = "v1.37.2"
+const KubeletVersion = version.Kubelet
 
 // Config configures a Manager.
 type Config struct {
