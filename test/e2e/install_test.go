@@ -105,9 +105,9 @@ func TestInstall(t *testing.T) {
 	n := framework.NewBootstrapNodelet(t, c, name) // for its config file and the node's cleanup
 	host := func(p string) string { return filepath.Join(root, p) }
 	for src, dst := range map[string]string{
-		c.Env["BOOTSTRAP_KUBECONFIG"]: host("etc/kubernetes/bootstrap-kubelet.conf"),
+		c.Env["BOOTSTRAP_KUBECONFIG"]:  host("etc/kubernetes/bootstrap-kubelet.conf"),
 		filepath.Join(c.PKI, "ca.crt"): host("etc/kubernetes/ca.crt"), // the bootstrap kubeconfig names it relatively
-		n.ConfigFile:                  host("var/lib/kubelet/config.yaml"),
+		n.ConfigFile:                   host("var/lib/kubelet/config.yaml"),
 	} {
 		b, err := os.ReadFile(src)
 		if err != nil {
