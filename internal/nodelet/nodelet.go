@@ -279,6 +279,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := n.startPlugins(ctx, goRun); err != nil {
 		return err
 	}
+	if err := n.startPodResources(ctx, goRun); err != nil {
+		return err
+	}
 	n.restore(ctx, goRun)
 
 	var fileUpdates <-chan []*v1.Pod

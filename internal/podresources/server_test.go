@@ -1,0 +1,177 @@
+package podresources
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+	podresourcesv1alpha1 "k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
+	"k8s.io/utils/ptr"
+)
+
+type fakePods []*v1.Pod
+
+func (f fakePods) ActivePods() []*v1.Pod { return f }
+func (f fakePods) PodByName(ns, name string) (*v1.Pod, bool) {
+	for _, p := range f {
+		if p.Namespace == ns && p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+type fakeDevices map[string][]*podresourcesv1.ContainerDevices
+
+func (f fakeDevices) ContainerDevices(uid, c string) []*podresourcesv1.ContainerDevices {
+	return f[uid+"/"+c]
+}
+func (f fakeDevices) AllocatableDevices() []*podresourcesv1.ContainerDevices { return f["allocatable"] }
+
+func pod(ns, name string, uid types.UID, init []v1.Container, ctrs ...string) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}, Spec: v1.PodSpec{InitContainers: init}}
+	for _, c := range ctrs {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: c})
+	}
+	return p
+}
+
+// serve starts a Server on a socket in a temp dir and returns a client
+// connection to it.
+func serve(t *testing.T, cfg Config) *grpc.ClientConn {
+	t.Helper()
+	cfg.Path = filepath.Join(t.TempDir(), Dir, Socket)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	conn, err := grpc.NewClient("unix://"+cfg.Path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func TestListGetAllocatable(t *testing.T) {
+	sidecar := v1.Container{Name: "proxy", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}
+	pods := fakePods{
+		pod("ns", "web", "u1", []v1.Container{{Name: "setup"}, sidecar}, "app", "log"),
+		pod("ns", "db", "u2", nil, "db"),
+	}
+	gpu := &podresourcesv1.ContainerDevices{ResourceName: "example.com/gpu", DeviceIds: []string{"gpu0"}}
+	devs := fakeDevices{"u1/app": {gpu}, "allocatable": {gpu, {ResourceName: "example.com/gpu", DeviceIds: []string{"gpu1"}}}}
+	reg := prometheus.NewRegistry()
+	conn := serve(t, Config{Pods: pods, Devices: devs, Registerer: reg})
+	cl := podresourcesv1.NewPodResourcesListerClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	list, err := cl.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range list.PodResources {
+		for _, c := range p.Containers {
+			s := p.Namespace + "/" + p.Name + "/" + c.Name
+			for _, d := range c.Devices {
+				s += "=" + d.ResourceName + ":" + strings.Join(d.DeviceIds, ",")
+			}
+			got = append(got, s)
+		}
+	}
+	// The sidecar is listed (before the app containers); the plain init container is not.
+	want := "ns/web/proxy ns/web/app=example.com/gpu:gpu0 ns/web/log ns/db/db"
+	if strings.Join(got, " ") != want {
+		t.Errorf("List: %v, want %s", got, want)
+	}
+
+	g, err := cl.Get(ctx, &podresourcesv1.GetPodResourcesRequest{PodNamespace: "ns", PodName: "db"})
+	if err != nil || g.PodResources.Name != "db" || len(g.PodResources.Containers) != 1 || g.PodResources.Containers[0].Name != "db" {
+		t.Errorf("Get db: %v %v", g, err)
+	}
+	_, err = cl.Get(ctx, &podresourcesv1.GetPodResourcesRequest{PodNamespace: "ns", PodName: "nope"})
+	if err == nil || !strings.Contains(err.Error(), "pod nope in namespace ns not found") {
+		t.Errorf("Get of a missing pod: %v", err)
+	}
+
+	a, err := cl.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
+	if err != nil || len(a.Devices) != 2 || len(a.CpuIds) != 0 || len(a.Memory) != 0 {
+		t.Errorf("GetAllocatableResources: %v %v", a, err)
+	}
+
+	alpha, err := podresourcesv1alpha1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1alpha1.ListPodResourcesRequest{})
+	if err != nil || len(alpha.PodResources) != 2 || len(alpha.PodResources[0].Containers) != 2 || alpha.PodResources[0].Containers[0].Devices[0].DeviceIds[0] != "gpu0" {
+		t.Errorf("v1alpha1 List: %v %v", alpha, err)
+	}
+
+	for name, want := range map[string]float64{
+		"kubelet_pod_resources_endpoint_requests_total":           5,
+		"kubelet_pod_resources_endpoint_requests_list":            2,
+		"kubelet_pod_resources_endpoint_requests_get":             2,
+		"kubelet_pod_resources_endpoint_requests_get_allocatable": 1,
+		"kubelet_pod_resources_endpoint_errors_get":               1,
+	} {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				for _, m := range mf.Metric {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+		if sum != want {
+			t.Errorf("%s = %v, want %v", name, sum, want)
+		}
+	}
+}
+
+// Over the rate limit, requests are refused with ResourceExhausted, as upstream.
+func TestRateLimit(t *testing.T) {
+	conn := serve(t, Config{Pods: fakePods{}, QPS: 0.001, Burst: 2})
+	cl := podresourcesv1.NewPodResourcesListerClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var codesSeen []codes.Code
+	for range 3 {
+		_, err := cl.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+		codesSeen = append(codesSeen, status.Code(err))
+	}
+	if codesSeen[0] != codes.OK || codesSeen[1] != codes.OK || codesSeen[2] != codes.ResourceExhausted {
+		t.Errorf("codes %v, want OK OK ResourceExhausted", codesSeen)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(Config{Pods: fakePods{}}); err == nil {
+		t.Error("no Path accepted")
+	}
+	if _, err := New(Config{Path: "/x"}); err == nil {
+		t.Error("no Pods accepted")
+	}
+}
