@@ -65,3 +65,30 @@ func Unescape(s string) string {
 }
 
 func octal(c byte) bool { return c >= '0' && c <= '7' }
+
+// MountSource is the source (a device such as /dev/vda1, or what a virtual
+// file system names itself) of the mount that holds path: the mount point
+// that is the longest prefix of path in /proc/self/mountinfo, the last
+// mounted one when several are stacked there.
+func MountSource(path string) (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	clean := filepath.Clean(path)
+	best, source := "", ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fields, tail := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 5 || len(tail) < 2 {
+			continue
+		}
+		mp := Unescape(fields[4])
+		if (clean == mp || mp == "/" || strings.HasPrefix(clean, mp+"/")) && len(mp) >= len(best) {
+			best, source = mp, Unescape(tail[1])
+		}
+	}
+	return source, sc.Err()
+}

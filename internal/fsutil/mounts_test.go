@@ -16,3 +16,16 @@ func TestUnescape(t *testing.T) {
 		}
 	}
 }
+
+func TestMountSource(t *testing.T) {
+	// /proc/self is on the proc file system, whose source is "proc"; the
+	// root has some source.
+	for path, want := range map[string]string{"/proc/self": "proc", "/proc": "proc"} {
+		if got, err := MountSource(path); err != nil || got != want {
+			t.Errorf("MountSource(%s) = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	if got, err := MountSource("/"); err != nil || got == "" {
+		t.Errorf("MountSource(/) = %q, %v", got, err)
+	}
+}

@@ -53,6 +53,8 @@ type Host interface {
 type Stats interface {
 	Summary(ctx context.Context) (*statsapi.Summary, error)
 	ResourceCollector() prometheus.Collector
+	// CadvisorCollector gives /metrics/cadvisor.
+	CadvisorCollector() prometheus.Collector
 }
 
 // Config is the kubelet API server's configuration.
@@ -89,8 +91,8 @@ type Server struct {
 	runtime internalapi.RuntimeService
 	stats   Stats
 	auth    *auth
-	// resource is the /metrics/resource registry.
-	resource *prometheus.Registry
+	// resource is the /metrics/resource registry, cadvisor /metrics/cadvisor's.
+	resource, cadvisor *prometheus.Registry
 }
 
 // New checks the configuration and builds the server. It does not listen.
@@ -103,9 +105,10 @@ func New(cfg Config) (*Server, error) {
 	for _, w := range warnings {
 		klog.Background().Info("Warning: kubelet API", "problem", w)
 	}
-	s := &Server{cfg: cfg, host: cfg.Host, runtime: cfg.Runtime, stats: cfg.Stats, auth: a, resource: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, host: cfg.Host, runtime: cfg.Runtime, stats: cfg.Stats, auth: a, resource: prometheus.NewRegistry(), cadvisor: prometheus.NewRegistry()}
 	if cfg.Stats != nil {
 		s.resource.MustRegister(cfg.Stats.ResourceCollector())
+		s.cadvisor.MustRegister(cfg.Stats.CadvisorCollector())
 	}
 	return s, nil
 }
@@ -151,6 +154,7 @@ func (s *Server) installReadOnly(mux *http.ServeMux) {
 	mux.HandleFunc("GET /stats/summary", s.handleSummary)
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Kubelet, promhttp.HandlerOpts{}))
 	mux.Handle("/metrics/resource", promhttp.HandlerFor(s.resource, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics/cadvisor", promhttp.HandlerFor(s.cadvisor, promhttp.HandlerOpts{}))
 }
 
 // instrument counts requests as kubelet_http_requests_total.
