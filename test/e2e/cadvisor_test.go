@@ -141,7 +141,9 @@ func TestCadvisorMetrics(t *testing.T) {
 		t.Fatalf("/metrics/cadvisor has no %s%v", name, labels)
 		return 0, nil
 	}
-	ctr := func(pod string) map[string]string { return map[string]string{"container": "c", "pod": pod, "namespace": ns} }
+	ctr := func(pod string) map[string]string {
+		return map[string]string{"container": "c", "pod": pod, "namespace": ns}
+	}
 
 	// The burner: its CPU against its cgroup, its quota, throttling.
 	got, labels := value(fams, "container_cpu_usage_seconds_total", map[string]string{"container": "c", "pod": "burner", "namespace": ns, "cpu": "total"})
