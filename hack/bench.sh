@@ -40,6 +40,8 @@ go run ./bench/shutdown -reps "${BENCH_SHUTDOWN_REPS:-3}" -cancels "${BENCH_SHUT
 	-out bench/results/shutdown.json -section bench/results/shutdown.md
 # Offline autonomy, side by side (bench/offline; ~5 minutes per agent).
 go run ./bench/offline -out bench/results/offline.json -section bench/results/offline.md
+# What the ecosystem reads (/metrics/cadvisor, the pod-resources API), side by side (bench/ecosystem).
+go run ./bench/ecosystem -out bench/results/ecosystem.json -section bench/results/ecosystem.md
 metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if ($i == m) print $(i-1) }' "$out"; }
 {
 	echo "# Benchmarks"

@@ -94,6 +94,24 @@ var (
 	cProcesses       = newCadvisorDesc("container_processes", "Number of processes running inside the container.", prometheus.GaugeValue)
 	cThreads         = newCadvisorDesc("container_threads", "Number of threads running inside the container", prometheus.GaugeValue)
 	cThreadsMax      = newCadvisorDesc("container_threads_max", "Maximum number of threads allowed inside the container, infinity if value is zero", prometheus.GaugeValue)
+	cMemActiveFile   = newCadvisorDesc("container_memory_total_active_file_bytes", "Current total active file in bytes.", prometheus.GaugeValue)
+	cMemInactiveFile = newCadvisorDesc("container_memory_total_inactive_file_bytes", "Current total inactive file in bytes.", prometheus.GaugeValue)
+	cMemDirty        = newCadvisorDesc("container_memory_file_dirty_bytes", "Size of memory that are waiting to get written back to the disk in bytes", prometheus.GaugeValue)
+	cMemWriteback    = newCadvisorDesc("container_memory_file_writeback_bytes", "Size of memory that are queued for syncing to the disk in bytes", prometheus.GaugeValue)
+	cMemRefaultAnon  = newCadvisorDesc("container_memory_workingset_refault_anon_total", "Number of refaults on anonymous pages", prometheus.CounterValue)
+	cMemRefaultFile  = newCadvisorDesc("container_memory_workingset_refault_file_total", "Number of refaults on file pages", prometheus.CounterValue)
+	cMemKernel       = newCadvisorDesc("container_memory_kernel_usage", "Size of kernel memory allocated in bytes.", prometheus.GaugeValue)
+	cMemEventsHigh   = newCadvisorDesc("container_memory_events_high_total", "Number of times the memory usage exceeded the high boundary", prometheus.CounterValue)
+	cMemEventsMax    = newCadvisorDesc("container_memory_events_max_total", "Number of times the memory usage hit the max limit", prometheus.CounterValue)
+	cMemPgscan       = newCadvisorDesc("container_memory_pgscan_total", "Amount of scanned pages (in an inactive LRU list)", prometheus.CounterValue)
+	cMemPgsteal      = newCadvisorDesc("container_memory_pgsteal_total", "Amount of reclaimed pages", prometheus.CounterValue)
+	cCFSBurstPeriods = newCadvisorDesc("container_cpu_cfs_burst_periods_total", "Number of periods when burst occurs.", prometheus.CounterValue)
+	cCFSBurstSeconds = newCadvisorDesc("container_cpu_cfs_burst_seconds_total", "Total time duration the container has been bursted.", prometheus.CounterValue)
+	cBlkioDevice     = newCadvisorDesc("container_blkio_device_usage_total", "Blkio Device bytes usage", prometheus.CounterValue, "device", "major", "minor", "operation")
+	cFDs             = newCadvisorDesc("container_file_descriptors", "Number of open file descriptors for the container.", prometheus.GaugeValue)
+	cSockets         = newCadvisorDesc("container_sockets", "Number of open sockets for the container.", prometheus.GaugeValue)
+	cUlimits         = newCadvisorDesc("container_ulimits_soft", "Soft ulimit values for the container root process. Unlimited if -1, except priority and nice", prometheus.GaugeValue, "ulimit")
+	cCreationTime    = newCadvisorDesc("container_creation_time_seconds", "Creation time of the container since unix epoch in seconds.", prometheus.GaugeValue)
 	cStartTime       = newCadvisorDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", prometheus.GaugeValue)
 	cLastSeen        = newCadvisorDesc("container_last_seen", "Last time a container was seen by the exporter", prometheus.GaugeValue)
 
@@ -102,13 +120,17 @@ var (
 		cSpecCPUPeriod, cSpecCPUQuota, cSpecCPUShares, cSpecMemLimit, cSpecMemReserve, cSpecMemSwap,
 		cFsReadBytes, cFsWriteBytes, cFsReads, cFsWrites, cFsUsage, cFsLimit, cFsInodes, cFsInodesFree,
 		cNetRxBytes, cNetRxPackets, cNetRxDropped, cNetRxErrors, cNetTxBytes, cNetTxPackets, cNetTxDropped, cNetTxErrors,
-		cProcesses, cThreads, cThreadsMax, cStartTime, cLastSeen}
+		cProcesses, cThreads, cThreadsMax, cStartTime, cLastSeen,
+		cMemActiveFile, cMemInactiveFile, cMemDirty, cMemWriteback, cMemRefaultAnon, cMemRefaultFile, cMemKernel,
+		cMemEventsHigh, cMemEventsMax, cMemPgscan, cMemPgsteal, cCFSBurstPeriods, cCFSBurstSeconds, cBlkioDevice,
+		cFDs, cSockets, cUlimits, cCreationTime}
 
 	machineLabels       = []string{"boot_id", "machine_id", "system_uuid"}
 	mCPUCores           = prometheus.NewDesc("machine_cpu_cores", "Number of logical CPU cores.", machineLabels, nil)
 	mCPUPhysicalCores   = prometheus.NewDesc("machine_cpu_physical_cores", "Number of physical CPU cores.", machineLabels, nil)
 	mCPUSockets         = prometheus.NewDesc("machine_cpu_sockets", "Number of CPU sockets.", machineLabels, nil)
 	mMemoryBytes        = prometheus.NewDesc("machine_memory_bytes", "Amount of memory installed on the machine.", machineLabels, nil)
+	mSwapBytes          = prometheus.NewDesc("machine_swap_bytes", "Amount of swap memory available on the machine.", machineLabels, nil)
 	mScrapeError        = prometheus.NewDesc("machine_scrape_error", "1 if there was an error while getting machine metrics, 0 otherwise.", nil, nil)
 	cContainerScrapeErr = prometheus.NewDesc("container_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
 )
@@ -117,7 +139,7 @@ func (c *cadvisorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range cadvisorContainerDescs {
 		ch <- d.desc
 	}
-	for _, d := range []*prometheus.Desc{mCPUCores, mCPUPhysicalCores, mCPUSockets, mMemoryBytes, mScrapeError, cContainerScrapeErr} {
+	for _, d := range []*prometheus.Desc{mCPUCores, mCPUPhysicalCores, mCPUSockets, mMemoryBytes, mSwapBytes, mScrapeError, cContainerScrapeErr} {
 		ch <- d
 	}
 }
@@ -166,6 +188,11 @@ func (c *cadvisorCollector) collectMachine(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(mCPUCores, prometheus.GaugeValue, float64(m.NumCPU), lv...)
 	ch <- prometheus.MustNewConstMetric(mMemoryBytes, prometheus.GaugeValue, float64(m.MemoryCapacity), lv...)
 	scrapeErr := 0.0
+	if mi, err := readMeminfo(c.p.cfg.ProcRoot); err == nil {
+		ch <- prometheus.MustNewConstMetric(mSwapBytes, prometheus.GaugeValue, float64(mi["SwapTotal"]), lv...)
+	} else {
+		scrapeErr = 1
+	}
 	cores, sockets, err := cpuTopology(filepath.Join(c.p.cfg.ProcRoot, "cpuinfo"))
 	if err != nil {
 		scrapeErr = 1
@@ -353,6 +380,10 @@ func (c *cadvisorCollector) collectCgroup(ch chan<- prometheus.Metric, r *cgroup
 	}
 	if !r.created.IsZero() {
 		emit(cStartTime, float64(r.created.UnixNano())/1e9)
+		emit(cCreationTime, float64(r.created.UnixNano())/1e9)
+	}
+	if r.name != "" {
+		c.collectProcesses(emit, cg.Dir("pids", r.id))
 	}
 	emit(cLastSeen, float64(now.Unix()))
 }
@@ -372,6 +403,10 @@ func (c *cadvisorCollector) collectV1(emit func(cadvisorDesc, float64, ...string
 		emit(cCFSPeriods, float64(st["nr_periods"]))
 		emit(cCFSThrottled, float64(st["nr_throttled"]))
 		emit(cCFSThrottledSec, seconds(st["throttled_time"]))
+		if n, ok := st["nr_bursts"]; ok {
+			emit(cCFSBurstPeriods, float64(n))
+			emit(cCFSBurstSeconds, seconds(st["burst_time"]))
+		}
 	}
 	if v, err := readUint(filepath.Join(dir("cpu"), "cpu.shares")); err == nil {
 		emit(cSpecCPUShares, float64(v))
@@ -396,6 +431,17 @@ func (c *cadvisorCollector) collectV1(emit func(cadvisorDesc, float64, ...string
 		emit(cMemFailures, float64(st["pgmajfault"]), "pgmajfault", "container")
 		emit(cMemFailures, float64(st["total_pgfault"]), "pgfault", "hierarchy")
 		emit(cMemFailures, float64(st["total_pgmajfault"]), "pgmajfault", "hierarchy")
+		emit(cMemActiveFile, float64(st["total_active_file"]))
+		emit(cMemInactiveFile, float64(st["total_inactive_file"]))
+		emit(cMemDirty, float64(st["total_dirty"]))
+		emit(cMemWriteback, float64(st["total_writeback"]))
+		if v, ok := st["total_workingset_refault_anon"]; ok {
+			emit(cMemRefaultAnon, float64(v))
+			emit(cMemRefaultFile, float64(st["total_workingset_refault_file"]))
+		}
+	}
+	if v, err := readUint(filepath.Join(mem, "memory.kmem.usage_in_bytes")); err == nil {
+		emit(cMemKernel, float64(v))
 	}
 	if v, err := readUint(filepath.Join(mem, "memory.max_usage_in_bytes")); err == nil {
 		emit(cMemMaxUsage, float64(v))
@@ -430,6 +476,11 @@ func (c *cadvisorCollector) collectV1(emit func(cadvisorDesc, float64, ...string
 			name := c.blockDevice(dev)
 			emit(descs[0], float64(rw[dev][0]), name)
 			emit(descs[1], float64(rw[dev][1]), name)
+			if file == "blkio.throttle.io_service_bytes" {
+				major, minor, _ := strings.Cut(dev, ":")
+				emit(cBlkioDevice, float64(rw[dev][0]), name, major, minor, "Read")
+				emit(cBlkioDevice, float64(rw[dev][1]), name, major, minor, "Write")
+			}
 		}
 	}
 
@@ -457,6 +508,10 @@ func (c *cadvisorCollector) collectV2(emit func(cadvisorDesc, float64, ...string
 				emit(cCFSPeriods, float64(st["nr_periods"]))
 				emit(cCFSThrottled, float64(st["nr_throttled"]))
 				emit(cCFSThrottledSec, float64(st["throttled_usec"])/1e6)
+				if n, ok := st["nr_bursts"]; ok {
+					emit(cCFSBurstPeriods, float64(n))
+					emit(cCFSBurstSeconds, float64(st["burst_usec"])/1e6)
+				}
 			}
 		}
 	}
@@ -475,6 +530,15 @@ func (c *cadvisorCollector) collectV2(emit func(cadvisorDesc, float64, ...string
 			emit(cMemFailures, float64(st["pgfault"]), "pgfault", scope)
 			emit(cMemFailures, float64(st["pgmajfault"]), "pgmajfault", scope)
 		}
+		emit(cMemActiveFile, float64(st["active_file"]))
+		emit(cMemInactiveFile, float64(st["inactive_file"]))
+		emit(cMemDirty, float64(st["file_dirty"]))
+		emit(cMemWriteback, float64(st["file_writeback"]))
+		emit(cMemRefaultAnon, float64(st["workingset_refault_anon"]))
+		emit(cMemRefaultFile, float64(st["workingset_refault_file"]))
+		emit(cMemKernel, float64(st["kernel"]))
+		emit(cMemPgscan, float64(st["pgscan"]))
+		emit(cMemPgsteal, float64(st["pgsteal"]))
 	}
 	if v, err := readUint(filepath.Join(dir, "memory.swap.current")); err == nil {
 		emit(cMemSwap, float64(v))
@@ -485,6 +549,8 @@ func (c *cadvisorCollector) collectV2(emit func(cadvisorDesc, float64, ...string
 	if ev, err := readKeyValues(filepath.Join(dir, "memory.events")); err == nil {
 		emit(cOOMEvents, float64(ev["oom_kill"]))
 		emit(cMemFailcnt, float64(ev["max"]))
+		emit(cMemEventsHigh, float64(ev["high"]))
+		emit(cMemEventsMax, float64(ev["max"]))
 	}
 	for file, d := range map[string]cadvisorDesc{"memory.max": cSpecMemLimit, "memory.low": cSpecMemReserve, "memory.swap.max": cSpecMemSwap} {
 		if v, err := readMax(filepath.Join(dir, file)); err == nil {
@@ -494,6 +560,9 @@ func (c *cadvisorCollector) collectV2(emit func(cadvisorDesc, float64, ...string
 	if io, err := readIOStat(filepath.Join(dir, "io.stat")); err == nil {
 		for _, dev := range sortedKeys(io) {
 			name := c.blockDevice(dev)
+			major, minor, _ := strings.Cut(dev, ":")
+			emit(cBlkioDevice, float64(io[dev]["rbytes"]), name, major, minor, "Read")
+			emit(cBlkioDevice, float64(io[dev]["wbytes"]), name, major, minor, "Write")
 			emit(cFsReadBytes, float64(io[dev]["rbytes"]), name)
 			emit(cFsWriteBytes, float64(io[dev]["wbytes"]), name)
 			emit(cFsReads, float64(io[dev]["rios"]), name)
@@ -508,6 +577,53 @@ func (c *cadvisorCollector) collectV2(emit func(cadvisorDesc, float64, ...string
 	}
 	if v, err := readPidsMax(filepath.Join(dir, "pids.max")); err == nil {
 		emit(cThreadsMax, float64(v))
+	}
+}
+
+// collectProcesses reports a sandbox's or container's open file
+// descriptors and sockets (over its processes) and its first process's
+// soft open-files limit, as cadvisor's process metrics.
+func (c *cadvisorCollector) collectProcesses(emit func(cadvisorDesc, float64, ...string), dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	fds, sockets, first := 0, 0, ""
+	for pid := range strings.FieldsSeq(string(b)) {
+		if first == "" {
+			first = pid
+		}
+		fdDir := filepath.Join(c.p.cfg.ProcRoot, pid, "fd")
+		entries, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		fds += len(entries)
+		for _, e := range entries {
+			if target, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+				sockets++
+			}
+		}
+	}
+	emit(cFDs, float64(fds))
+	emit(cSockets, float64(sockets))
+	if first == "" {
+		return
+	}
+	if lim, err := os.ReadFile(filepath.Join(c.p.cfg.ProcRoot, first, "limits")); err == nil {
+		for line := range strings.Lines(string(lim)) {
+			if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+				if f := strings.Fields(rest); len(f) >= 1 {
+					soft := -1.0
+					if f[0] != "unlimited" {
+						if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+							soft = v
+						}
+					}
+					emit(cUlimits, soft, "max_open_files")
+				}
+			}
+		}
 	}
 }
 

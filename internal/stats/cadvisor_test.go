@@ -120,9 +120,19 @@ func find(t *testing.T, got map[string][]series, name string, want map[string]st
 
 func cadvisorProc(t *testing.T) string {
 	proc := procFixture(t)
+	fd := filepath.Join(proc, "4242", "fd")
+	if err := os.MkdirAll(fd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"0": "/dev/null", "1": "socket:[12345]"} {
+		if err := os.Symlink(target, filepath.Join(fd, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	writeFiles(t, proc, map[string]string{
 		"cpuinfo":                      "processor\t: 0\nphysical id\t: 0\ncore id\t: 0\n\nprocessor\t: 1\nphysical id\t: 0\ncore id\t: 1\n\n",
 		"4242/net/dev":                 netDevFixture,
+		"4242/limits":                  "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1048576              1048576              files\n",
 		"sysfs/dev/block/254:0/uevent": "MAJOR=254\nMINOR=0\nDEVNAME=vda\nDEVTYPE=disk\n",
 	})
 	return proc
@@ -148,10 +158,11 @@ func TestCadvisorCollectorV1(t *testing.T) {
 		"memory/" + ctr + "/memory.soft_limit_in_bytes":               "9223372036854771712\n",
 		"memory/" + ctr + "/memory.failcnt":                           "3\n",
 		"memory/" + ctr + "/memory.oom_control":                       "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
-		"memory/" + ctr + "/memory.stat":                              "pgfault 10\npgmajfault 1\ntotal_cache 100000000\ntotal_rss 150000000\ntotal_mapped_file 5000\ntotal_swap 0\ntotal_inactive_file 60000000\ntotal_pgfault 20\ntotal_pgmajfault 2\n",
+		"memory/" + ctr + "/memory.stat":                              "pgfault 10\npgmajfault 1\ntotal_cache 100000000\ntotal_rss 150000000\ntotal_mapped_file 5000\ntotal_swap 0\ntotal_inactive_file 60000000\ntotal_active_file 40000000\ntotal_dirty 4096\ntotal_writeback 0\ntotal_pgfault 20\ntotal_pgmajfault 2\n",
+		"memory/" + ctr + "/memory.kmem.usage_in_bytes":               "777\n",
 		"blkio/" + ctr + "/blkio.throttle.io_service_bytes_recursive": "254:0 Read 4096\n254:0 Write 8192\n254:0 Sync 0\n254:0 Total 12288\nTotal 12288\n",
 		"blkio/" + ctr + "/blkio.throttle.io_serviced_recursive":      "254:0 Read 1\n254:0 Write 2\nTotal 3\n",
-		"pids/" + ctr + "/cgroup.procs":                               "1\n2\n",
+		"pids/" + ctr + "/cgroup.procs":                               "4242\n2\n",
 		"pids/" + ctr + "/pids.current":                               "5\n",
 		"pids/" + ctr + "/pids.max":                                   "max\n",
 		"memory/" + box + "/cgroup.procs":                             "4242\n",
@@ -205,6 +216,16 @@ func TestCadvisorCollectorV1(t *testing.T) {
 		{"container_threads", app, 5},
 		{"container_threads_max", app, 0},
 		{"container_start_time_seconds", app, 1700000000 - 30},
+		{"container_creation_time_seconds", app, 1700000000 - 30},
+		{"container_memory_total_active_file_bytes", app, 40000000},
+		{"container_memory_total_inactive_file_bytes", app, 60000000},
+		{"container_memory_file_dirty_bytes", app, 4096},
+		{"container_memory_kernel_usage", app, 777},
+		{"container_blkio_device_usage_total", with(map[string]string{"device": "/dev/vda", "major": "254", "minor": "0", "operation": "Write"}), 8192},
+		{"container_file_descriptors", app, 2}, // the fixture's process 4242: a file and a socket
+		{"container_sockets", app, 1},
+		{"container_ulimits_soft", with(map[string]string{"ulimit": "max_open_files"}), 1048576},
+		{"machine_swap_bytes", nil, 200000 * 1024},
 		{"container_last_seen", app, 1700000000},
 		// The sandbox: the pause image, and the pod's network (lo and veth left out).
 		{"container_network_receive_bytes_total", map[string]string{"container": "", "pod": "web", "name": sandboxID, "image": "registry.k8s.io/pause:3.10", "interface": "eth0"}, 346607367},
@@ -260,7 +281,7 @@ func TestCadvisorCollectorV2(t *testing.T) {
 		ctr + "/cpu.max":             "50000 100000\n",
 		ctr + "/cpu.weight":          "100\n",
 		ctr + "/memory.current":      "300000000\n",
-		ctr + "/memory.stat":         "anon 150000000\nfile 100000000\nfile_mapped 5000\ninactive_file 60000000\npgfault 10\npgmajfault 1\n",
+		ctr + "/memory.stat":         "anon 150000000\nfile 100000000\nfile_mapped 5000\ninactive_file 60000000\npgfault 10\npgmajfault 1\nkernel 888\npgscan 5\npgsteal 4\nworkingset_refault_file 9\n",
 		ctr + "/memory.max":          "max\n",
 		ctr + "/memory.events":       "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
 		ctr + "/memory.swap.current": "0\n",
@@ -291,6 +312,12 @@ func TestCadvisorCollectorV2(t *testing.T) {
 		{"container_fs_reads_total", dev, 1},
 		{"container_threads", app, 3},
 		{"container_threads_max", app, 1024},
+		{"container_memory_kernel_usage", app, 888},
+		{"container_memory_pgscan_total", app, 5},
+		{"container_memory_pgsteal_total", app, 4},
+		{"container_memory_workingset_refault_file_total", app, 9},
+		{"container_memory_events_max_total", app, 3},
+		{"container_blkio_device_usage_total", map[string]string{"container": "app", "operation": "Read"}, 4096},
 	} {
 		if v := find(t, got, tc.name, tc.labels); v != tc.want {
 			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, v, tc.want)

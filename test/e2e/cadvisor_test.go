@@ -22,30 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
-
-// cadvisorFamilies are the cadvisor families the dashboards and
-// kube-prometheus rules read (issue 21's list, and the rest cadvisor serves
-// for a kubelet's containers): /metrics/cadvisor must serve each.
-var cadvisorFamilies = []string{
-	"container_cpu_usage_seconds_total", "container_cpu_user_seconds_total", "container_cpu_system_seconds_total",
-	"container_cpu_cfs_periods_total", "container_cpu_cfs_throttled_periods_total", "container_cpu_cfs_throttled_seconds_total",
-	"container_memory_working_set_bytes", "container_memory_rss", "container_memory_cache", "container_memory_usage_bytes",
-	"container_memory_max_usage_bytes", "container_memory_mapped_file", "container_memory_swap", "container_memory_failcnt",
-	"container_memory_failures_total", "container_oom_events_total",
-	"container_fs_usage_bytes", "container_fs_limit_bytes", "container_fs_inodes_total", "container_fs_inodes_free",
-	"container_fs_reads_bytes_total", "container_fs_writes_bytes_total", "container_fs_reads_total", "container_fs_writes_total",
-	"container_network_receive_bytes_total", "container_network_transmit_bytes_total",
-	"container_network_receive_packets_total", "container_network_transmit_packets_total",
-	"container_network_receive_errors_total", "container_network_transmit_errors_total",
-	"container_network_receive_packets_dropped_total", "container_network_transmit_packets_dropped_total",
-	"container_spec_memory_limit_bytes", "container_spec_memory_reservation_limit_bytes", "container_spec_memory_swap_limit_bytes",
-	"container_spec_cpu_shares", "container_spec_cpu_quota", "container_spec_cpu_period",
-	"container_processes", "container_threads", "container_threads_max", "container_start_time_seconds", "container_last_seen",
-	"container_scrape_error",
-	"machine_cpu_cores", "machine_cpu_physical_cores", "machine_cpu_sockets", "machine_memory_bytes", "machine_scrape_error",
-}
 
 // TestCadvisorMetrics: /metrics/cadvisor, scraped through the API server's
 // node proxy as Prometheus' kubernetes_sd "cadvisor" job does and parsed with
@@ -100,15 +79,15 @@ func TestCadvisorMetrics(t *testing.T) {
 	}
 	fams := scrape()
 	var missing []string
-	for _, f := range cadvisorFamilies {
+	for _, f := range nodeagent.CadvisorFamilies {
 		if fams[f] == nil || len(fams[f].Metric) == 0 {
 			missing = append(missing, f)
 		}
 	}
 	if len(missing) > 0 {
-		t.Errorf("/metrics/cadvisor lacks %d of %d families: %v", len(missing), len(cadvisorFamilies), missing)
+		t.Errorf("/metrics/cadvisor lacks %d of %d families: %v", len(missing), len(nodeagent.CadvisorFamilies), missing)
 	}
-	t.Logf("/metrics/cadvisor: %d families, %d of the %d listed", len(fams), len(cadvisorFamilies)-len(missing), len(cadvisorFamilies))
+	t.Logf("/metrics/cadvisor: %d families, %d of the %d listed", len(fams), len(nodeagent.CadvisorFamilies)-len(missing), len(nodeagent.CadvisorFamilies))
 	// Every series carries cadvisor's labels.
 	for name, f := range fams {
 		if !strings.HasPrefix(name, "container_") || name == "container_scrape_error" {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"os"
@@ -21,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
@@ -28,36 +28,12 @@ import (
 // controller named (cpuacct, memory), from its main process.
 func cgroupOf(t *testing.T, s *framework.Stack, id, controller string) string {
 	t.Helper()
-	st, err := s.Runtime.ContainerStatus(context.Background(), id, true)
+	dir, err := nodeagent.CgroupOf(context.Background(), s.Runtime, id, controller)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info struct {
-		Pid int `json:"pid"`
-	}
-	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Pid == 0 {
-		t.Fatalf("container %s pid: %v", id, err)
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", info.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 && (parts[1] == controller || strings.Contains(","+parts[1]+",", ","+controller+",")) {
-			m, _ := filepath.Glob("/sys/fs/cgroup/*" + controller + "*")
-			for _, mnt := range m {
-				if p := filepath.Join(mnt, parts[2]); fileExists(p) {
-					return p
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s cgroup for container %s:\n%s", controller, id, data)
-	return ""
+	return dir
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func readInt(t *testing.T, path string) float64 {
 	t.Helper()
