@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -669,7 +670,7 @@ type netDevLine struct {
 }
 
 // parseNetDevFull parses every column of /proc/net/dev.
-func parseNetDevFull(f *os.File) ([]netDevLine, error) {
+func parseNetDevFull(f io.Reader) ([]netDevLine, error) {
 	var out []netDevLine
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

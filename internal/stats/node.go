@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -165,34 +164,17 @@ type ifaceCounters struct {
 	rxBytes, rxErrors, txBytes, txErrors uint64
 }
 
-// parseNetDev parses /proc/net/dev.
+// parseNetDev parses /proc/net/dev into the counters the summary reports.
 func parseNetDev(r io.Reader) ([]ifaceCounters, error) {
-	var out []ifaceCounters
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue // the two header lines
-		}
-		f := strings.Fields(rest)
-		if len(f) < 16 {
-			return nil, fmt.Errorf("malformed /proc/net/dev line %q", sc.Text())
-		}
-		var v [16]uint64
-		for i := range v {
-			n, err := strconv.ParseUint(f[i], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("malformed /proc/net/dev line %q: %w", sc.Text(), err)
-			}
-			v[i] = n
-		}
-		out = append(out, ifaceCounters{
-			name:    strings.TrimSpace(name),
-			rxBytes: v[0], rxErrors: v[2],
-			txBytes: v[8], txErrors: v[10],
-		})
+	lines, err := parseNetDevFull(r)
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	out := make([]ifaceCounters, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, ifaceCounters{name: l.name, rxBytes: l.v[0], rxErrors: l.v[2], txBytes: l.v[8], txErrors: l.v[10]})
+	}
+	return out, nil
 }
 
 // ignoredInterface reports the interfaces cAdvisor leaves out of a network
