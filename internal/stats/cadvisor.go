@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +39,12 @@ type cadvisorCollector struct {
 	p *Provider
 	// sys is /sys (block device names).
 	sys string
+	// pause is the runtime's sandbox image once it said (it does not change
+	// while the runtime runs): one verbose Status, not one a scrape.
+	pause atomic.Pointer[string]
 }
+
+var sandboxImagePattern = regexp.MustCompile(`"sandboxImage":\s*"([^"]+)"`)
 
 // cadvisor's container labels, in this order on every container metric.
 var containerLabels = []string{"container", "id", "image", "name", "namespace", "pod"}
@@ -343,14 +349,18 @@ func (c *cadvisorCollector) imageNames(ctx context.Context) func(*runtimeapi.Ima
 // "sandboxImage"), the image cadvisor reports for a sandbox; "" when the
 // runtime does not say.
 func (c *cadvisorCollector) sandboxImage(ctx context.Context) string {
+	if p := c.pause.Load(); p != nil {
+		return *p
+	}
 	st, err := c.p.cfg.Runtime.Status(ctx, true)
 	if err != nil {
 		return ""
 	}
-	m := regexp.MustCompile(`"sandboxImage":\s*"([^"]+)"`).FindStringSubmatch(st.GetInfo()["config"])
+	m := sandboxImagePattern.FindStringSubmatch(st.GetInfo()["config"])
 	if m == nil {
 		return ""
 	}
+	c.pause.Store(&m[1])
 	return m[1]
 }
 
