@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -61,11 +62,13 @@ func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
 			podspec.AddResource(used, name, q)
 		}
 	}
-	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
-		req, ok := want[name]
-		if !ok || req.IsZero() {
+	for _, name := range checkedResources(want) {
+		req := want[name]
+		if req.IsZero() {
 			continue
 		}
+		// A resource the node does not report is not checked: extended
+		// resources unknown to nodes are cluster-level ones, as upstream.
 		capQ, has := alloc[name]
 		if !has {
 			continue
@@ -79,6 +82,21 @@ func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
 		}
 	}
 	return Result{Admit: true}
+}
+
+// checkedResources are the resources admission compares with allocatable:
+// cpu, memory and ephemeral storage first, then the others the pod asks
+// for (extended resources, hugepages) by name.
+func checkedResources(want v1.ResourceList) []v1.ResourceName {
+	out := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage}
+	var rest []v1.ResourceName
+	for name := range want {
+		if !slices.Contains(out, name) {
+			rest = append(rest, name)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
 }
 
 func reject(reason, format string, args ...any) Result {

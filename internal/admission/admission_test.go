@@ -15,6 +15,7 @@ func node() *v1.Node {
 		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: "dedicated", Value: "x", Effect: v1.TaintEffectNoExecute}}},
 		Status: v1.NodeStatus{Allocatable: v1.ResourceList{
 			v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi"), v1.ResourcePods: resource.MustParse("3"),
+			"example.com/dev": resource.MustParse("2"),
 		}},
 	}
 }
@@ -30,6 +31,15 @@ func pod(cpu string, mutate ...func(*v1.Pod)) *v1.Pod {
 		m(p)
 	}
 	return p
+}
+
+// dev makes the pod ask for n of example.com/dev.
+func dev(n string) func(*v1.Pod) {
+	return func(p *v1.Pod) {
+		q := resource.MustParse(n)
+		p.Spec.Containers[0].Resources.Requests = v1.ResourceList{"example.com/dev": q}
+		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{"example.com/dev": q}
+	}
 }
 
 func TestAdmit(t *testing.T) {
@@ -61,6 +71,12 @@ func TestAdmit(t *testing.T) {
 		{"untolerated NoExecute taint", pod("", func(p *v1.Pod) { p.Spec.Tolerations = nil }), nil, "TaintToleration", "dedicated"},
 		{"host port clash", pod("", func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{HostPort: 80, Protocol: "TCP"}} }),
 			[]*v1.Pod{pod("", func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{HostPort: 80, Protocol: "TCP"}} })}, "NodePorts", ""},
+		{"extended resource fits", pod("", dev("1")), []*v1.Pod{pod("", dev("1"))}, "", ""},
+		{"out of an extended resource", pod("", dev("1")), []*v1.Pod{pod("", dev("2"))}, "OutOfexample.com/dev",
+			"Node didn't have enough resource: example.com/dev, requested: 1, used: 2, capacity: 2"},
+		{"cluster-level extended resource not checked", pod("", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{"example.com/quota": resource.MustParse("5")}
+		}), nil, "", ""},
 		{"init container max, not sum", pod("1", func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "i", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}}}
 		}), nil, "", ""},

@@ -64,6 +64,26 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err != nil {
 		return nil, err
 	}
+	devices := containerDevices(c, volumePaths)
+	annotations := containerAnnotations(pod, c, restartCount)
+	var cdi []*runtimeapi.CDIDevice
+	if m.cfg.DevicePlugins != nil {
+		dp, err := m.cfg.DevicePlugins.ContainerResources(ctx, pod, c)
+		if err != nil {
+			return nil, err
+		}
+		// As upstream: the plugins' env first (the container's own wins),
+		// their mounts after the volumes'.
+		envs = append(dp.Envs, envs...)
+		mounts = append(mounts, dp.Mounts...)
+		devices = append(devices, dp.Devices...)
+		for k, v := range dp.Annotations {
+			if _, ok := annotations[k]; !ok {
+				annotations[k] = v
+			}
+		}
+		cdi = dp.CDIDevices
+	}
 	if !mountedAt(mounts, "/etc/hosts") {
 		hosts, err := m.etcHostsMount(pod, facts.PodIPs)
 		if err != nil {
@@ -85,9 +105,10 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		WorkingDir:  c.WorkingDir,
 		Envs:        envs,
 		Labels:      containerLabels(pod, c),
-		Annotations: containerAnnotations(pod, c, restartCount),
+		Annotations: annotations,
 		Mounts:      mounts,
-		Devices:     containerDevices(c, volumePaths),
+		Devices:     devices,
+		CDIDevices:  cdi,
 		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", restartCount)),
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,

@@ -83,6 +83,15 @@ type Config struct {
 	// NodeAllocatable stands in for limits that are not set in
 	// resourceFieldRef; nil means none.
 	NodeAllocatable func() v1.ResourceList
+	// DevicePlugins gives containers the devices assigned to them; nil
+	// gives none.
+	DevicePlugins DevicePlugins
+}
+
+// DevicePlugins is what a container's device plugin resources add to its
+// CRI config (devices, mounts, envs, annotations, CDI devices).
+type DevicePlugins interface {
+	ContainerResources(ctx context.Context, pod *v1.Pod, c *v1.Container) (*runtimeapi.ContainerConfig, error)
 }
 
 // Manager talks to the container runtime on behalf of the pod workers.

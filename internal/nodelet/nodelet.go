@@ -31,6 +31,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cm"
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/csi"
+	"github.com/nodelet/nodelet/internal/devicemanager"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/healthz"
 	"github.com/nodelet/nodelet/internal/imagegc"
@@ -129,6 +130,8 @@ type Nodelet struct {
 	restBase *rest.Config
 	// sysctls is the node's sysctl allowlist (safe and allowedUnsafeSysctls).
 	sysctls *admission.Sysctls
+	// devices runs the device plugins.
+	devices *devicemanager.Manager
 
 	// machineAlloc is the machine's allocatable, computed once (standalone
 	// mode has no Node to read it from).
@@ -279,6 +282,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := n.startPlugins(ctx, goRun); err != nil {
 		return err
 	}
+	if err := n.startDevices(ctx, goRun); err != nil {
+		return err
+	}
 	if err := n.startPodResources(ctx, goRun); err != nil {
 		return err
 	}
@@ -419,6 +425,9 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		return err
 	}
 	runner := &prober.Runner{Runtime: rs}
+	if n.devices, err = n.newDevices(); err != nil {
+		return err
+	}
 	rtCfg := kuberuntime.Config{
 		Runtime:    rs,
 		Images:     n.puller,
@@ -437,6 +446,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		PodCgroups:            n.cgroups,
 		NodeAllocatable:       n.allocatable,
 		RootDir:               n.opts.RootDir,
+		DevicePlugins:         n.devices,
 	}
 	if err = n.addEnvSources(&rtCfg); err != nil {
 		return err
@@ -498,6 +508,7 @@ func (n *Nodelet) setupCluster(cfg *kubeletv1beta1.KubeletConfiguration, rs inte
 		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
 		Kubelet: cfg, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
 		Pressure: n.eviction, ShuttingDown: n.shuttingDown, VolumesInUse: n.csiVolumes.InUse,
+		DeviceResources: n.devices.Resources,
 	}); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ func (n *Nodelet) startPodResources(ctx context.Context, goRun func(func())) err
 	s, err := podresources.New(podresources.Config{
 		Path:       filepath.Join(n.opts.RootDir, podresources.Dir, podresources.Socket),
 		Pods:       podResourcesPods{n},
+		Devices:    n.devices,
 		Registerer: metrics.Kubelet,
 	})
 	if err != nil {

@@ -78,13 +78,20 @@ func (n *Nodelet) admitAndRun(ctx context.Context, p *v1.Pod) {
 		if r.Admit {
 			r = n.sysctls.Admit(p)
 		}
+		// The devices first, as upstream's resource allocation handler
+		// comes before its predicates: a pod asking for devices no longer
+		// free is refused UnexpectedAdmissionError.
 		if r.Admit {
-			r = admission.Admit(node, p, n.activePods(p))
+			r = n.admitDevices(ctx, p)
+		}
+		if r.Admit {
+			r = admission.Admit(n.withDevices(node), p, n.activePods(p))
 		}
 		if r.Admit && n.shutdown != nil {
 			r = n.shutdown.Admit(p)
 		}
 		if !r.Admit {
+			n.devices.Release(p.UID)
 			logger.Info("Pod rejected by admission", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
 			n.pods.Reject(p.UID)
 			n.recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)

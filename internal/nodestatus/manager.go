@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sort"
@@ -68,6 +69,9 @@ type Config struct {
 	// volume plugin), reported so the attach-detach controller does not
 	// detach them; nil reports none.
 	VolumesInUse func() []v1.UniqueVolumeName
+	// DeviceResources are the device plugins' extended resources
+	// (capacity, allocatable); nil reports none.
+	DeviceResources func() (capacity, allocatable v1.ResourceList)
 }
 
 // Pressure is what the node's pressure conditions come from.
@@ -383,6 +387,11 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Bad reservation; reporting allocatable = capacity")
 		alloc = capacity.DeepCopy()
+	}
+	if m.cfg.DeviceResources != nil {
+		dc, da := m.cfg.DeviceResources()
+		maps.Copy(capacity, dc)
+		maps.Copy(alloc, da)
 	}
 	n.Status.Capacity = capacity
 	n.Status.Allocatable = alloc

@@ -1,0 +1,46 @@
+package kuberuntime
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+type fakeDevicePlugins struct{ cfg *runtimeapi.ContainerConfig }
+
+func (f fakeDevicePlugins) ContainerResources(context.Context, *v1.Pod, *v1.Container) (*runtimeapi.ContainerConfig, error) {
+	return f.cfg, nil
+}
+
+func TestContainerConfigDevicePlugins(t *testing.T) {
+	m, _, _ := newTestManager(t)
+	m.cfg.DevicePlugins = fakeDevicePlugins{&runtimeapi.ContainerConfig{
+		Envs:        []*runtimeapi.KeyValue{{Key: "DEV", Value: []byte("plugin")}, {Key: "ONLY_PLUGIN", Value: []byte("1")}},
+		Mounts:      []*runtimeapi.Mount{{ContainerPath: "/dev-file", HostPath: "/tmp/dev-file"}},
+		Devices:     []*runtimeapi.Device{{ContainerPath: "/dev/fake0", HostPath: "/tmp/fake0", Permissions: "rw"}},
+		Annotations: map[string]string{"vendor/dev": "d1"},
+		CDIDevices:  []*runtimeapi.CDIDevice{{Name: "example.com/dev=d1"}},
+	}}
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "DEV", Value: "mine"}}
+	cfg, err := m.containerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, "img", podFacts{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The container's own env comes after the plugin's, so it wins.
+	last := map[string]string{}
+	for _, e := range cfg.Envs {
+		last[e.Key] = string(e.Value)
+	}
+	if last["DEV"] != "mine" || last["ONLY_PLUGIN"] != "1" {
+		t.Fatalf("envs %v", last)
+	}
+	if !mountedAt(cfg.Mounts, "/dev-file") || len(cfg.Devices) != 1 || cfg.Devices[0].Permissions != "rw" {
+		t.Fatalf("mounts %v devices %v", cfg.Mounts, cfg.Devices)
+	}
+	if cfg.Annotations["vendor/dev"] != "d1" || len(cfg.CDIDevices) != 1 || cfg.CDIDevices[0].Name != "example.com/dev=d1" {
+		t.Fatalf("annotations %v cdi %v", cfg.Annotations, cfg.CDIDevices)
+	}
+}
