@@ -42,6 +42,8 @@ go run ./bench/shutdown -reps "${BENCH_SHUTDOWN_REPS:-3}" -cancels "${BENCH_SHUT
 go run ./bench/offline -out bench/results/offline.json -section bench/results/offline.md
 # What the ecosystem reads (/metrics/cadvisor, the pod-resources API), side by side (bench/ecosystem).
 go run ./bench/ecosystem -out bench/results/ecosystem.json -section bench/results/ecosystem.md
+# Device plugins, side by side (bench/deviceplugin).
+go run ./bench/deviceplugin -out bench/results/deviceplugin.json -section bench/results/deviceplugin.md
 metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if ($i == m) print $(i-1) }' "$out"; }
 {
 	echo "# Benchmarks"
@@ -144,6 +146,14 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "<!-- offline: begin (bench/offline) -->"
 	cat bench/results/offline.md
 	echo "<!-- offline: end -->"
+	echo
+	echo "<!-- ecosystem: begin (bench/ecosystem) -->"
+	cat bench/results/ecosystem.md
+	echo "<!-- ecosystem: end -->"
+	echo
+	echo "<!-- deviceplugin: begin (bench/deviceplugin) -->"
+	cat bench/results/deviceplugin.md
+	echo "<!-- deviceplugin: end -->"
 	echo
 	echo "## Raw output"
 	echo

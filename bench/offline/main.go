@@ -37,7 +37,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -196,14 +195,8 @@ func measure(bench *nodeagent.Bench, name, node string) (Result, error) {
 		return res, err
 	}
 	c := r.client.CoreV1()
-	if _, err := c.Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := nodeagent.CreateNamespace(ctx, r.client, r.ns); err != nil {
 		return res, err
-	}
-	if !poll(30*time.Second, func() bool {
-		_, err := c.ServiceAccounts(r.ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil
-	}) {
-		return res, errors.New("no default service account")
 	}
 	if _, err := c.ConfigMaps(r.ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"greeting": "hello"}}, metav1.CreateOptions{}); err != nil {
 		return res, err

@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -58,4 +60,28 @@ func StartAPIServer(c kubernetes.Interface) error {
 		return fmt.Errorf("the controller manager is not back (no default service account in %s)", ns.Name)
 	}
 	return nil
+}
+
+// CreateNamespace creates namespace name (generated from name as a prefix
+// when it ends in "-"), unless it exists, and waits for its default service
+// account (a pod created before it is refused). It returns the name.
+func CreateNamespace(ctx context.Context, c kubernetes.Interface, name string) (string, error) {
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if strings.HasSuffix(name, "-") {
+		ns.ObjectMeta = metav1.ObjectMeta{GenerateName: name}
+	}
+	got, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		name = got.Name
+	case !apierrors.IsAlreadyExists(err):
+		return "", err
+	}
+	if !Poll(time.Minute, 200*time.Millisecond, func() bool {
+		_, err := c.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	}) {
+		return "", fmt.Errorf("no default service account in %s", name)
+	}
+	return name, nil
 }
