@@ -47,3 +47,33 @@ pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 export HOME="${HOME:-/root}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 export PATH="/usr/local/go/bin:$PATH"
+
+# wrapper_build NAME MODULE VERSION PKG DIR LDFLAGS: builds PKG (a command
+# of MODULE@VERSION, e.g. MODULE/cmd/x) into DIR/bin/NAME through a wrapper
+# module in DIR/wrapper that repeats MODULE's replace directives (a
+# dependency's replaces are not inherited). Nothing when the binary is there.
+wrapper_build() {
+	local name=$1 mod=$2 version=$3 pkg=$4 dir=$5 ldflags=$6 gomod
+	[ -x "$dir/bin/$name" ] && return 0
+	command -v go >/dev/null || die "go is not installed"
+	mkdir -p "$dir/wrapper" "$dir/bin"
+	if [ ! -f "$dir/wrapper/go.sum" ]; then
+		log "preparing the wrapper module for $mod $version"
+		gomod=$(cd "$dir/wrapper" && GOFLAGS=-mod=mod go mod download -json "$mod@$version" | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p')
+		[ -f "$gomod" ] || die "cannot download $mod@$version"
+		{
+			echo "module nodelet.local/$name-wrapper"
+			echo
+			echo "go 1.26"
+			echo
+			echo "require $mod $version"
+			echo
+			grep -E '^replace ' "$gomod" || true
+		} >"$dir/wrapper/go.mod"
+		printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$dir/wrapper/tools.go"
+		(cd "$dir/wrapper" && go mod tidy) >&2 || die "go mod tidy of the $name wrapper failed"
+	fi
+	log "building $name $version"
+	(cd "$dir/wrapper" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/bin/$name.tmp" "$pkg") >&2 || die "building $name failed"
+	mv "$dir/bin/$name.tmp" "$dir/bin/$name"
+}

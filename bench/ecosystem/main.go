@@ -11,7 +11,11 @@
 //     and the hog's figures against their cgroups;
 //
 //   - the pod-resources API on <root-dir>/pod-resources/kubelet.sock: what
-//     List reports for the pods, and its latency.
+//     List reports for the pods, and its latency;
+//
+//   - metrics-server (kubectl top) started for the agent: how long until
+//     `kubectl top pod` lists the pods, and its figures for the burner and
+//     the hog against their cgroups.
 //
 //     go run ./bench/ecosystem -doc docs/benchmarks.md
 //
@@ -76,7 +80,19 @@ type Result struct {
 	// containers"), and its latency.
 	PodResources   []string  `json:"podResources"`
 	PodResourcesMs []float64 `json:"podResourcesMs"`
+	// TopAfterSec: metrics-server's start to `kubectl top pod` listing the
+	// burner and the hog (-1: not within topWait); TopBurnerCores,
+	// TopHogError: its figures (the hog's against the cgroup's working
+	// set); TopPods, TopNode: kubectl's output.
+	TopAfterSec    float64 `json:"topAfterSec"`
+	TopBurnerCores float64 `json:"topBurnerCores"`
+	TopHogError    float64 `json:"topHogWorkingSetError"`
+	TopPods        string  `json:"topPods"`
+	TopNode        string  `json:"topNode"`
 }
+
+// topWait bounds the wait for kubectl top.
+const topWait = 2 * time.Minute
 
 func main() {
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
@@ -168,16 +184,11 @@ func pod(name, node, script string) *v1.Pod {
 func measure(ctx context.Context, bench *nodeagent.Bench, a *nodeagent.Proc, agent, node string, scrapes int) (Result, error) {
 	r := Result{Agent: agent}
 	c := bench.Client
-	ns, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: nsPrefix}}, metav1.CreateOptions{})
+	nsName, err := nodeagent.CreateNamespace(ctx, c, nsPrefix)
 	if err != nil {
 		return r, err
 	}
-	if !nodeagent.Poll(30*time.Second, 200*time.Millisecond, func() bool {
-		_, err := c.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil
-	}) {
-		return r, fmt.Errorf("no default service account in %s", ns.Name)
-	}
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsName}}
 	burner := pod("burner", node, `while :; do :; done`)
 	burner.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("200m")}
 	hog := pod("hog", node, `dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>/dev/null; sleep 3600`)
@@ -300,7 +311,47 @@ func measure(ctx context.Context, bench *nodeagent.Bench, a *nodeagent.Proc, age
 		sort.Strings(r.PodResources)
 		time.Sleep(20 * time.Millisecond) // under the rate limit
 	}
-	return r, nil
+	return r, top(ctx, bench, &r, ns.Name, node, ids["hog"])
+}
+
+// top starts metrics-server and reads kubectl top pod and node.
+func top(ctx context.Context, bench *nodeagent.Bench, r *Result, ns, node, hogID string) error {
+	r.TopAfterSec, r.TopHogError = -1, -1
+	ms, err := nodeagent.StartMetricsServer(bench.Env)
+	if err != nil {
+		return err
+	}
+	defer ms.Stop()
+	start := time.Now()
+	row := func(out, name string) []string {
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == name {
+				return f
+			}
+		}
+		return nil
+	}
+	if !nodeagent.Poll(topWait, time.Second, func() bool {
+		out, err := ms.Top("pod", "-n", ns)
+		r.TopPods = strings.TrimSpace(out)
+		return err == nil && row(out, "burner") != nil && row(out, "hog") != nil
+	}) {
+		log.Printf("kubectl top pod: %s\nmetrics-server log:\n%s", r.TopPods, ms.Log())
+		return nil
+	}
+	r.TopAfterSec = time.Since(start).Seconds()
+	if q, err := resource.ParseQuantity(row(r.TopPods, "burner")[1]); err == nil {
+		r.TopBurnerCores = q.AsApproximateFloat64()
+	}
+	if q, err := resource.ParseQuantity(row(r.TopPods, "hog")[2]); err == nil {
+		dir, _ := nodeagent.CgroupOf(ctx, bench.Runtime, hogID, "memory")
+		usage := readNum(filepath.Join(dir, "memory.usage_in_bytes"))
+		inactive := memStat(filepath.Join(dir, "memory.stat"))["total_inactive_file"]
+		r.TopHogError = relErr(q.AsApproximateFloat64(), usage-inactive)
+	}
+	out, _ := ms.Top("node", node)
+	r.TopNode = strings.TrimSpace(out)
+	return nil
 }
 
 func labels(m *dto.Metric) map[string]string {
@@ -398,6 +449,20 @@ func report(results []Result) string {
 		fmt.Fprintf(&b, "| %s | %d of %d | %d / %d | %.1f | %.1f | %s | %s | %.0f Mi | `%s` | %s | %.2f |\n",
 			r.Agent, r.FamiliesListed, len(nodeagent.CadvisorFamilies), r.Families, r.Series, median(r.ScrapeMs), r.AgentCPUPerScrapeMs,
 			pct(r.BurnerCPUError), pct(r.HogWorkingSetError), r.HogLimitBytes/(1<<20), r.BurnerLabels, strings.Join(r.PodResources, " "), median(r.PodResourcesMs))
+	}
+	b.WriteString("\nmetrics-server (v0.8.0, checking the agent's serving certificate against the cluster CA) started for each agent:\n")
+	b.WriteString("seconds until `kubectl top pod` lists the burner and the hog, and its figures (the hog's against its cgroup's working set).\n\n")
+	b.WriteString("| agent | metrics-server start -> kubectl top pod | burner (cores) | hog working set error | kubectl top node |\n|---|---|---|---|---|\n")
+	for _, r := range results {
+		after := "not within the wait"
+		if r.TopAfterSec >= 0 {
+			after = fmt.Sprintf("%.0f s", r.TopAfterSec)
+		}
+		nodeRow := ""
+		if lines := strings.Split(r.TopNode, "\n"); len(lines) == 2 {
+			nodeRow = "`" + strings.Join(strings.Fields(lines[1]), " ") + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.3f | %s | %s |\n", r.Agent, after, r.TopBurnerCores, pct(r.TopHogError), nodeRow)
 	}
 	for _, r := range results {
 		if len(r.Missing) > 0 {

@@ -6,8 +6,10 @@
 # module proxy (hack/cluster/build.sh), with kubeadm's TLS bootstrap
 # objects. Idempotent. Adds KUBECONFIG, NODE_NAME, NODE_KUBECONFIG,
 # NODE_TLS_CERT, NODE_TLS_KEY, CLIENT_CA_FILE, BOOTSTRAP_KUBECONFIG, KUBECTL
-# K8S_BIN, CSI_PROVISIONER and CSI_ATTACHER (hack/csi/build.sh) to
-# .stack/env.
+# K8S_BIN, CSI_PROVISIONER and CSI_ATTACHER (hack/csi/build.sh) and
+# METRICS_SERVER_BIN (hack/cluster/metrics-server-build.sh) to .stack/env.
+# The API server has the aggregation layer (front-proxy client, request
+# header CA, aggregator routing to endpoints) for metrics-server.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_root
 [ -f "$STACK_DIR/env" ] || bash "$REPO_ROOT/hack/stack-up.sh"
@@ -24,9 +26,11 @@ mkdir -p "$CL/logs" "$CL/run"
 bash "$REPO_ROOT/hack/cluster/build.sh"
 # The CSI sidecars the storage tests run (external-provisioner, -attacher).
 mapfile -t CSI_SIDECARS < <(bash "$REPO_ROOT/hack/csi/build.sh") || die "building the CSI sidecars failed"
-if [ ! -x "$STACK_DIR/bin/pki" ]; then
-	(cd "$REPO_ROOT" && go build -o "$STACK_DIR/bin/pki" ./hack/tools/pki) || die "building pki failed"
-fi
+# What kubectl top reads.
+METRICS_SERVER_BIN=$(bash "$REPO_ROOT/hack/cluster/metrics-server-build.sh") || die "building metrics-server failed"
+# Built every time (seconds from the build cache): new certificates are added
+# to an existing PKI.
+(cd "$REPO_ROOT" && go build -o "$STACK_DIR/bin/pki" ./hack/tools/pki) || die "building pki failed"
 "$STACK_DIR/bin/pki" cluster --dir "$PKI"
 "$STACK_DIR/bin/pki" node --dir "$PKI" --name "$NODE_NAME" --ip "$NODE_IP"
 
@@ -84,7 +88,12 @@ start kube-apiserver "$K8S_BIN/kube-apiserver" \
 	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 	--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
 	--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --enable-bootstrap-token-auth \
-	--service-cluster-ip-range=10.96.0.0/12 --allow-privileged=true
+	--service-cluster-ip-range=10.96.0.0/12 --allow-privileged=true \
+	--requestheader-client-ca-file="$PKI/ca.crt" --requestheader-allowed-names=front-proxy-client \
+	--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+	--requestheader-extra-headers-prefix=X-Remote-Extra- \
+	--proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
+	--enable-aggregator-routing=true
 wait_for kube-apiserver 90 api /readyz
 
 start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
@@ -166,6 +175,7 @@ export CLUSTER_PKI="$PKI"
 export BOOTSTRAP_KUBECONFIG="$PKI/bootstrap.kubeconfig"
 export AUDIT_LOG="$CL/logs/audit.log"
 export CSI_PROVISIONER="${CSI_SIDECARS[0]}"
+export METRICS_SERVER_BIN="$METRICS_SERVER_BIN"
 export CSI_ATTACHER="${CSI_SIDECARS[1]}"
 # cluster-up end
 ENV

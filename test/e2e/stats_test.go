@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	nodeagent "github.com/nodelet/nodelet/test/agent"
@@ -69,22 +68,24 @@ func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*wa
 // /metrics/resource report what the containers really use, checked against
 // their cgroups within 10%: a CPU burner limited to 200m and a container
 // holding 64 MiB in tmpfs.
+// runBurnerAndHog runs two pods on node and waits for them: "burner"
+// burning CPU at its 200m limit, "hog" holding 64 MiB of tmpfs.
+func runBurnerAndHog(t *testing.T, c *framework.Cluster, ns, node string) {
+	t.Helper()
+	burner := busyboxPod("burner", node, `while :; do :; done`)
+	burner.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("200m")}
+	hog := busyboxPod("hog", node, `dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>/dev/null; sleep 3600`)
+	createPods(t, c, ns, burner, hog)
+	for _, name := range []string{"burner", "hog"} {
+		waitPod(t, c, ns, name, 60*time.Second, "Running", podReady)
+	}
+}
+
 func TestStatsSummaryAndResourceMetrics(t *testing.T) {
 	const node = "stats-node"
 	c, n := clusterNode(t, node, "")
 	ns := c.Namespace(t, "stats")
-	ctx := context.Background()
-	burner := busyboxPod("burner", node, `while :; do :; done`)
-	burner.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("200m")}
-	hog := busyboxPod("hog", node, `dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>/dev/null; sleep 3600`)
-	for _, p := range []*v1.Pod{burner, hog} {
-		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"burner", "hog"} {
-		waitPod(t, c, ns, name, 60*time.Second, "Running", podReady)
-	}
+	runBurnerAndHog(t, c, ns, node)
 	burnerID := strings.TrimPrefix(c.Pod(t, ns, "burner").Status.ContainerStatuses[0].ContainerID, "containerd://")
 	hogID := strings.TrimPrefix(c.Pod(t, ns, "hog").Status.ContainerStatuses[0].ContainerID, "containerd://")
 	cpuDir := cgroupOf(t, c.Stack, burnerID, "cpuacct")

@@ -84,6 +84,9 @@ func cluster(dir string, ca *authority) error {
 		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"},
 		{"controller-manager", "system:kube-controller-manager", ""},
 		{"scheduler", "system:kube-scheduler", ""},
+		// The aggregation layer's proxy client (--proxy-client-cert-file):
+		// the API server's requests to metrics-server carry it.
+		{"front-proxy-client", "front-proxy-client", ""},
 	}
 	for _, c := range clients {
 		var orgs []string
@@ -93,7 +96,7 @@ func cluster(dir string, ca *authority) error {
 		if err := issue(dir, c.file, ca, c.cn, orgs, false, nil, nil); err != nil {
 			return err
 		}
-		if c.file != "apiserver-kubelet-client" {
+		if c.file != "apiserver-kubelet-client" && c.file != "front-proxy-client" {
 			if err := kubeconfig(dir, c.file, ca); err != nil {
 				return err
 			}
