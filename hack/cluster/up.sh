@@ -7,7 +7,8 @@
 # objects. Idempotent. Adds KUBECONFIG, NODE_NAME, NODE_KUBECONFIG,
 # NODE_TLS_CERT, NODE_TLS_KEY, CLIENT_CA_FILE, BOOTSTRAP_KUBECONFIG, KUBECTL
 # K8S_BIN, CSI_PROVISIONER and CSI_ATTACHER (hack/csi/build.sh) and
-# METRICS_SERVER_BIN (hack/cluster/metrics-server-build.sh) to .stack/env.
+# METRICS_SERVER_BIN (hack/cluster/metrics-server-build.sh) and
+# PROMETHEUS_BIN (hack/cluster/prometheus-build.sh) to .stack/env.
 # The API server has the aggregation layer (front-proxy client, request
 # header CA, aggregator routing to endpoints) for metrics-server.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -28,6 +29,8 @@ bash "$REPO_ROOT/hack/cluster/build.sh"
 mapfile -t CSI_SIDECARS < <(bash "$REPO_ROOT/hack/csi/build.sh") || die "building the CSI sidecars failed"
 # What kubectl top reads.
 METRICS_SERVER_BIN=$(bash "$REPO_ROOT/hack/cluster/metrics-server-build.sh") || die "building metrics-server failed"
+# What the Prometheus test scrapes with (kubernetes_sd through the node proxy).
+PROMETHEUS_BIN=$(bash "$REPO_ROOT/hack/cluster/prometheus-build.sh") || die "building Prometheus failed"
 # Built every time (seconds from the build cache): new certificates are added
 # to an existing PKI.
 (cd "$REPO_ROOT" && go build -o "$STACK_DIR/bin/pki" ./hack/tools/pki) || die "building pki failed"
@@ -176,6 +179,7 @@ export BOOTSTRAP_KUBECONFIG="$PKI/bootstrap.kubeconfig"
 export AUDIT_LOG="$CL/logs/audit.log"
 export CSI_PROVISIONER="${CSI_SIDECARS[0]}"
 export METRICS_SERVER_BIN="$METRICS_SERVER_BIN"
+export PROMETHEUS_BIN="$PROMETHEUS_BIN"
 export CSI_ATTACHER="${CSI_SIDECARS[1]}"
 # cluster-up end
 ENV
