@@ -237,3 +237,27 @@ func TestDevicePlugins(t *testing.T) {
 		t.Errorf("pod one's container did not survive: %v", cur)
 	}
 }
+
+// TestDevicePluginCDI: with a runtime that resolves CDI names (containerd
+// v2, CDI enabled), the CDI device names the plugin's Allocate gives reach
+// the container through CRI's CDIDevices: the sample plugin's CDI spec
+// sets an env variable per device, which the container has. Standalone
+// mode: a static pod asking for the device.
+func TestDevicePluginCDI(t *testing.T) {
+	s := framework.StartContainerd2(t, framework.RequireStack(t))
+	n := framework.NewNodelet(t, s, "e2e-cdi")
+	n.Start()
+	devDir := t.TempDir()
+	startSamplePlugin(t, n, devDir, "-cdi-dir", s.CDISpecDir)
+	n.WriteManifest("cdi.yaml", podManifest("cdi", "", `  - name: c
+    image: `+busybox+`
+    command: ["sh", "-c", "sleep 3600"]
+    resources:
+      limits: {example.com/resource: 1}
+`))
+	ctr := waitRunning(t, s, n.PodName("cdi"), "c", 90*time.Second)
+	out, _, err := s.Runtime.ExecSync(context.Background(), ctr.Id, []string{"sh", "-c", "echo $FAKE_DEVICES $CDI_DEVICE_Dev_1"}, 10*time.Second)
+	if err != nil || strings.TrimSpace(string(out)) != "Dev-1 1" {
+		t.Fatalf("the container's env: %q %v (want the plugin's FAKE_DEVICES and the CDI spec's CDI_DEVICE_Dev_1)", out, err)
+	}
+}

@@ -18,7 +18,7 @@ import (
 // StartContainerd2 starts a private containerd v2 (built by stack-up from
 // the Go module proxy: CONTAINERD2_BIN) for one test, sharing the stack's
 // CNI network and registries, and returns a copy of the stack whose runtime
-// it is. It is stopped, its shims killed and its mounts removed when the
+// it is, CDI enabled with specs read from Stack.CDISpecDir. It is stopped, its shims killed and its mounts removed when the
 // test ends (after the nodelets the test made on it).
 func StartContainerd2(t testing.TB, s *Stack) *Stack {
 	t.Helper()
@@ -60,6 +60,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   disable_apparmor = true
   enable_selinux = false
   tolerate_missing_hugetlb_controller = true
+  enable_cdi = true
+  cdi_spec_dirs = ["%[1]s/cdi"]
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -78,6 +80,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   stream_server_port = "0"
 `, dir, sock, s.Env["PAUSE_IMAGE"], stackDir)
 	writeFile(t, filepath.Join(dir, "config.toml"), cfg)
+	if err := os.MkdirAll(filepath.Join(dir, "cdi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +117,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 	c := *s
 	c.RuntimeEndpoint = "unix://" + sock
+	c.CDISpecDir = filepath.Join(dir, "cdi")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	Eventually(t, 20*time.Second, 100*time.Millisecond, func() bool {

@@ -25,6 +25,9 @@ type Stack struct {
 	NodeIP          string
 	Runtime         internalapi.RuntimeService
 	Images          internalapi.ImageManagerService
+	// CDISpecDir is where the runtime reads CDI specs (containerd v2 from
+	// StartContainerd2; "" when the runtime has no CDI, as Debian's 1.6).
+	CDISpecDir string
 }
 
 var (
