@@ -51,6 +51,9 @@ type Options struct {
 	CertDir string
 	// EnableServer is --enable-server: serve the kubelet API.
 	EnableServer bool
+	// LocalAPI is --local-api (nodelet's): serve the kubelet API without
+	// TLS on <root-dir>/nodelet.sock, root only, for the nodelet CLI.
+	LocalAPI bool
 	// ContainerGC is the dead containers' collection, upstream's flags
 	// --minimum-container-ttl-duration (MinAge),
 	// --maximum-dead-containers-per-container and --maximum-dead-containers.
@@ -210,7 +213,7 @@ Flags:
 
 func newOptions() *Options {
 	o := &Options{
-		RootDir: DefaultRootDir, EnableServer: true, Offline: Offline{Autonomy: true},
+		RootDir: DefaultRootDir, EnableServer: true, LocalAPI: true, Offline: Offline{Autonomy: true},
 		ContainerGC:   ContainerGCPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
 		ImageGCPeriod: 5 * time.Minute, ContainerGCPeriod: time.Minute,
 	}
@@ -238,6 +241,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 
 	// The kubelet API.
 	fs.BoolVar(&o.EnableServer, "enable-server", o.EnableServer, "Serve the kubelet API.")
+	fs.BoolVar(&o.LocalAPI, "local-api", o.LocalAPI, "Serve the kubelet API without TLS on <root-dir>/nodelet.sock (mode 0600, root only) for the nodelet CLI: nodelet pods, logs, ... (nodelet's flag).")
 	fs.BoolVar(&o.Offline.Autonomy, "offline-autonomy", o.Offline.Autonomy, "Keep a local checkpoint of the API pods under --root-dir and run them from it when started without the API server; false behaves like the upstream kubelet (nodelet's flag; config file: offlineAutonomy).")
 	fs.BoolVar(&o.Offline.Secrets, "offline-secrets", o.Offline.Secrets, "Let the offline checkpoint keep the Secrets the pods use, in files only root can read (nodelet's flag; config file: offlineSecrets).")
 	fs.StringVar(&c.Address, "address", c.Address, "IP address the kubelet API listens on (0.0.0.0 for all).")

@@ -1,6 +1,7 @@
 package nodelet
 
 import (
+	"github.com/nodelet/nodelet/internal/events"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,13 +53,15 @@ func buildClient(opts *config.Options, base *rest.Config, qps float32, burst int
 	return newGroupsClient(rc)
 }
 
-// newRecorder returns the event recorder: events are logged, and written to
-// the API server in cluster mode.
-func newRecorder(client kubernetes.Interface, nodeName string) record.EventRecorder {
+// newRecorder returns the event recorder: events are logged, kept in
+// recent (the pods' last events, for nodelet describe), and written to the
+// API server in cluster mode.
+func newRecorder(client kubernetes.Interface, nodeName string, recent *events.Store) record.EventRecorder {
 	scheme := runtime.NewScheme()
 	_ = v1.AddToScheme(scheme)
 	b := record.NewBroadcaster()
 	b.StartStructuredLogging(0)
+	b.StartEventWatcher(recent.Add)
 	if client != nil {
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/devicemanager"
+	"github.com/nodelet/nodelet/internal/events"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/healthz"
 	"github.com/nodelet/nodelet/internal/imagegc"
@@ -75,7 +76,10 @@ type Nodelet struct {
 	opts     *config.Options
 	clock    clock.WithTicker
 	recorder record.EventRecorder
-	hostIPs  []string
+	// events are the pods' recent events (the recorder's), for the local
+	// API's describe.
+	events  *events.Store
+	hostIPs []string
 	// machine is the machine's facts, read once at Run's start, for cm,
 	// nodestatus and stats.
 	machine machine.Facts
@@ -171,7 +175,8 @@ func New(ctx context.Context, opts *config.Options) (*Nodelet, error) {
 			return nil, err
 		}
 	}
-	n.recorder = newRecorder(eventClient, opts.NodeName)
+	n.events = events.New()
+	n.recorder = newRecorder(eventClient, opts.NodeName, n.events)
 	sysctls, err := admission.NewSysctls(opts.Config.AllowedUnsafeSysctls)
 	if err != nil {
 		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)

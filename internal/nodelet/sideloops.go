@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -45,7 +46,7 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 	}
 	goRun(func() { rotator.Run(ctx) })
 
-	if !n.opts.EnableServer {
+	if !n.opts.EnableServer && !n.opts.LocalAPI {
 		return nil
 	}
 	hostname, _ := os.Hostname()
@@ -55,9 +56,12 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 			ips = append(ips, ip)
 		}
 	}
-	serving, err := n.servingCertificate()
-	if err != nil {
-		return fmt.Errorf("serving certificate: %w", err)
+	var serving func() *tls.Certificate
+	if n.opts.EnableServer {
+		var err error
+		if serving, err = n.servingCertificate(); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
 	}
 	srv, err := server.New(server.Config{
 		ServingCertificate: serving,
@@ -71,15 +75,25 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 		Host:               apiHost{n},
 		Runtime:            rs,
 		Stats:              n.stats,
+		Events:             n.events.ForPod,
 	})
 	if err != nil {
 		return fmt.Errorf("kubelet API: %w", err)
 	}
-	goRun(func() {
-		if err := srv.Run(ctx); err != nil {
-			klog.FromContext(ctx).Error(err, "Kubelet API stopped")
-		}
-	})
+	if n.opts.EnableServer {
+		goRun(func() {
+			if err := srv.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Kubelet API stopped")
+			}
+		})
+	}
+	if n.opts.LocalAPI {
+		goRun(func() {
+			if err := srv.RunLocal(ctx, filepath.Join(n.opts.RootDir, server.LocalSocket)); err != nil {
+				klog.FromContext(ctx).Error(err, "Local API stopped")
+			}
+		})
+	}
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
@@ -82,6 +83,8 @@ type Config struct {
 	Host    Host
 	Runtime internalapi.RuntimeService
 	Stats   Stats
+	// Events gives a pod's recent events for the local API (nil: none).
+	Events func(types.UID) []v1.Event
 }
 
 // Server is the kubelet API.
