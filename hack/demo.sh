@@ -29,7 +29,7 @@ if [ "${1:-}" = stop ]; then
 	exit 0
 fi
 
-[ -x bin/nodelet ] || go build -o bin/nodelet ./cmd/nodelet
+go build -o bin/nodelet ./cmd/nodelet # the build cache makes it cheap; a stale binary would lack the CLI
 mkdir -p "$DEMO_DIR/manifests" "$DEMO_DIR/root" "$DEMO_DIR/logs"
 echo "nameserver 127.0.0.1" >"$DEMO_DIR/resolv.conf"
 sed -e "s#@MANIFESTS@#$DEMO_DIR/manifests#" -e "s#@RUNTIME@#$CONTAINER_RUNTIME_ENDPOINT#" \
@@ -61,35 +61,29 @@ sleep 4 # let the containers write a few lines
 echo
 echo "== healthz: $(curl -fsS http://127.0.0.1:10248/healthz)"
 echo
-echo "== pods (crictl pods)"
-"$CRICTL" pods --name "$DEMO_NODE"
-echo
-echo "== containers (crictl ps -a)"
-"$CRICTL" ps -a --name '' 2>/dev/null | grep -E "CONTAINER|$DEMO_NODE" || "$CRICTL" ps -a
-echo
-echo "== pod IPs"
-for id in $("$CRICTL" pods --name "$DEMO_NODE" --state ready -q); do
-	name=$("$CRICTL" inspectp -o go-template --template '{{.status.metadata.name}}' "$id")
-	ip=$("$CRICTL" inspectp -o go-template --template '{{.status.network.ip}}' "$id")
-	printf '%-28s %s\n' "$name" "$ip"
-	[ "$name" = "web-$DEMO_NODE" ] && web_ip=$ip
-done
-if [ -n "${web_ip:-}" ]; then
+nl() { bin/nodelet "$@" --root-dir "$DEMO_DIR/root"; }
+echo "== pods (nodelet pods -o wide: nodelet's own view, through <root-dir>/nodelet.sock)"
+nl pods -o wide
+web_ip=$(nl pods -o wide | awk -v p="web-$DEMO_NODE" '$2 == p {print $7}')
+if [ -n "${web_ip:-}" ] && [ "$web_ip" != "<none>" ]; then
 	echo
 	echo "== curl http://$web_ip:8080/"
 	curl -fsS --max-time 3 "http://$web_ip:8080/" || echo "(web not answering yet)"
 fi
 echo
-for c in httpd writer reader flaky; do
-	id=$("$CRICTL" ps -a --name "^$c\$" -q 2>/dev/null | head -n 1)
-	[ -n "$id" ] || continue
-	echo "== logs of $c (crictl logs --tail 5)"
-	"$CRICTL" logs --tail 5 "$id" 2>&1
+for c in "web httpd" "counter writer" "counter reader" "flaky flaky"; do
+	read -r pod ctr <<<"$c"
+	echo "== nodelet logs $pod -c $ctr --tail 5"
+	nl logs "$pod" -c "$ctr" --tail 5 2>&1
 done
+echo
+echo "== nodelet describe flaky (why it is not Ready, its events)"
+nl describe flaky 2>&1 | sed -n '/^Not Ready:/p; /^Events:/,$p' | tail -n 8
 echo
 echo "== nodelet's view (pod status lines from its log)"
 grep '"Pod status"' "$DEMO_DIR/nodelet.log" | tail -n 6
 echo
 echo "Container logs are under $DEMO_DIR/logs/<namespace>_<pod>_<uid>/<container>/<restart>.log"
 echo "Add, edit or remove manifests in $DEMO_DIR/manifests/ and nodelet follows."
-echo "Inspect with: source .stack/env; \$CRICTL pods. Stop with: make demo-stop (or make stack-down)."
+echo "Inspect with: bin/nodelet pods|describe|logs|exec ... --root-dir $DEMO_DIR/root (or crictl: source .stack/env; \$CRICTL pods)."
+echo "Stop with: make demo-stop (or make stack-down)."

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/internal/cli"
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/nodelet"
 	"github.com/nodelet/nodelet/internal/version"
@@ -31,6 +32,16 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "version" {
 		os.Exit(versionCommand(os.Args[2:]))
+	}
+	// The operator's commands (nodelet pods, logs, ...) talk to a running
+	// nodelet through its local API.
+	if len(os.Args) > 1 {
+		if cmd, ok := cli.Commands[os.Args[1]]; ok {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			code := cmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
+			stop()
+			os.Exit(code)
+		}
 	}
 	// Everything logs through the logger in ctx (klog's global one).
 	ctx := klog.NewContext(context.Background(), klog.Background())
