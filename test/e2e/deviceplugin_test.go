@@ -248,7 +248,16 @@ func TestDevicePluginCDI(t *testing.T) {
 	n := framework.NewNodelet(t, s, "e2e-cdi")
 	n.Start()
 	devDir := t.TempDir()
-	startSamplePlugin(t, n, devDir, "-cdi-dir", s.CDISpecDir)
+	plugin := startSamplePlugin(t, n, devDir, "-cdi-dir", s.CDISpecDir)
+	// Registered first: a pod admitted before its plugin is known runs
+	// without the device, as upstream's (the resource is not the node's).
+	framework.Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
+		if !strings.Contains(plugin.Log(), "registered "+sampleResource) {
+			return false
+		}
+		_, alloc := podDevices(t, n)
+		return len(alloc) == 2
+	}, "the plugin registered, its devices known")
 	n.WriteManifest("cdi.yaml", podManifest("cdi", "", `  - name: c
     image: `+busybox+`
     command: ["sh", "-c", "sleep 3600"]
