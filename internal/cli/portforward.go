@@ -34,9 +34,7 @@ func portForwardCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 	up := &unixUpgrader{socket: cl.socket}
 	u := &url.URL{Scheme: "http", Host: "nodelet", Path: "/portForward/" + pod.Namespace + "/" + pod.Name}
 	dialer := spdy.NewDialer(up, &http.Client{Transport: up}, http.MethodPost, u)
-	stop := make(chan struct{})
-	go func() { <-ctx.Done(); close(stop) }()
-	fw, err := portforward.NewOnAddresses(dialer, *address, fs.Args()[1:], stop, nil, stdout, stderr)
+	fw, err := portforward.NewOnAddressesWithContext(ctx, dialer, *address, fs.Args()[1:], nil, stdout, stderr)
 	if err != nil {
 		return fail(stderr, err)
 	}
