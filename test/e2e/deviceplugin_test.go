@@ -248,6 +248,11 @@ func TestDevicePluginCDI(t *testing.T) {
 	n := framework.NewNodelet(t, s, "e2e-cdi")
 	n.Start()
 	devDir := t.TempDir()
+	// After nodelet cleared its device plugins folder (at its start).
+	framework.Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
+		_, err := os.Stat(filepath.Join(n.RootDir, "device-plugins", "kubelet.sock"))
+		return err == nil
+	}, "nodelet serving device plugin registration")
 	plugin := startSamplePlugin(t, n, devDir, "-cdi-dir", s.CDISpecDir)
 	// Registered first: a pod admitted before its plugin is known runs
 	// without the device, as upstream's (the resource is not the node's).
