@@ -227,24 +227,8 @@ func main() {
 		}
 	}
 	kubeletSock := filepath.Join(*pluginDir, "kubelet.sock")
-	serve := func() {
-		srv.Stop()
-		l, err = net.Listen("unix", sock)
-		if err != nil {
-			log.Fatal(err)
-		}
-		srv = grpc.NewServer()
-		pluginapi.RegisterDevicePluginServer(srv, p)
-		go func() { _ = srv.Serve(l) }()
-	}
 	reg := func() {
-		// The kubelet clears the folder when it starts: a socket removed
-		// before the watch began is served again here.
 		for i := 0; ; i++ {
-			if _, err := os.Stat(sock); err != nil {
-				log.Printf("own socket missing; serving again")
-				serve()
-			}
 			err := register(kubeletSock, endpoint, *resource)
 			if err == nil {
 				log.Printf("registered %s as %s", *resource, endpoint)
@@ -269,7 +253,14 @@ func main() {
 			case e.Name == sock && e.Has(fsnotify.Remove):
 				// The kubelet cleared the folder at its start: serve again.
 				log.Printf("own socket removed; serving again")
-				serve()
+				srv.Stop()
+				l, err = net.Listen("unix", sock)
+				if err != nil {
+					log.Fatal(err)
+				}
+				srv = grpc.NewServer()
+				pluginapi.RegisterDevicePluginServer(srv, p)
+				go func() { _ = srv.Serve(l) }()
 			case strings.HasSuffix(e.Name, ".unhealthy"):
 				p.notify()
 			}
