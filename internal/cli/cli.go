@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Commands are the CLI's commands, for cmd/nodelet to dispatch.
@@ -22,6 +23,7 @@ var Commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"logs":         logsCommand,
 	"describe":     describeCommand,
 	"exec":         execCommand,
+	"attach":       attachCommand,
 	"run":          runCommand,
 	"rm":           rmCommand,
 	"port-forward": portForwardCommand,
@@ -97,9 +99,16 @@ func podsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if fs.NArg() > 0 {
 		return fail(stderr, fmt.Errorf("nodelet pods takes no arguments, got %v", fs.Args()))
 	}
-	pods, err := c.client().pods(ctx)
+	cl := c.client()
+	pods, err := cl.pods(ctx)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	var sources map[types.UID]string
+	if *output == "wide" {
+		if sources, err = cl.sources(ctx); err != nil {
+			fmt.Fprintf(stderr, "warning: the pods' sources: %v\n", err)
+		}
 	}
 	if *namespace != "" {
 		var in []v1.Pod
@@ -110,7 +119,7 @@ func podsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		pods = in
 	}
-	if err := printPods(stdout, pods, *output, time.Now()); err != nil {
+	if err := printPods(stdout, pods, sources, *output, time.Now()); err != nil {
 		return fail(stderr, err)
 	}
 	return 0

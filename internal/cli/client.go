@@ -12,6 +12,9 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/server"
 )
 
 // client talks to nodelet's local API on a unix socket.
@@ -65,18 +68,58 @@ func (c *client) get(ctx context.Context, path string, query url.Values) (*http.
 	return resp, nil
 }
 
-// pods are the pods the node runs (the kubelet API's /pods).
-func (c *client) pods(ctx context.Context) ([]v1.Pod, error) {
-	resp, err := c.get(ctx, "/pods", nil)
+// getJSON reads path's JSON answer into v.
+func (c *client) getJSON(ctx context.Context, path string, v any) error {
+	resp, err := c.get(ctx, path, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return nil
+}
+
+// podPath is prefix + the pod's namespace/name, escaped.
+func podPath(prefix string, pod *v1.Pod) string {
+	return prefix + url.PathEscape(pod.Namespace) + "/" + url.PathEscape(pod.Name)
+}
+
+// events are the pod's recent events nodelet kept.
+func (c *client) events(ctx context.Context, pod *v1.Pod) ([]v1.Event, error) {
+	var list v1.EventList
+	err := c.getJSON(ctx, podPath("/nodelet/events/", pod), &list)
+	return list.Items, err
+}
+
+// pods are the pods the node runs (the kubelet API's /pods).
+func (c *client) pods(ctx context.Context) ([]v1.Pod, error) {
 	var list v1.PodList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return nil, fmt.Errorf("reading the pods: %w", err)
+	if err := c.getJSON(ctx, "/pods", &list); err != nil {
+		return nil, err
 	}
 	return list.Items, nil
+}
+
+// details is what the local API tells of pod beyond its status.
+func (c *client) details(ctx context.Context, pod *v1.Pod) (server.PodDetails, error) {
+	var d server.PodDetails
+	err := c.getJSON(ctx, podPath("/nodelet/pods/", pod), &d)
+	return d, err
+}
+
+// sources are the pods' sources (file, api, checkpoint) by UID.
+func (c *client) sources(ctx context.Context) (map[types.UID]string, error) {
+	var list server.PodDetailsList
+	if err := c.getJSON(ctx, "/nodelet/pods", &list); err != nil {
+		return nil, err
+	}
+	out := make(map[types.UID]string, len(list.Items))
+	for _, d := range list.Items {
+		out[d.UID] = d.Source
+	}
+	return out, nil
 }
 
 // findPod is the pod named name (a static pod also by its manifest's name,

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -14,13 +12,16 @@ import (
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/nodelet/nodelet/internal/server"
 )
 
 // notReady is one line saying why the pod is not Ready ("" when it is):
 // the first container (init containers first) that is waiting, crash
-// looping, terminated, or running with a failing readiness probe, with
-// the runtime's or the prober's last words (from the events).
-func notReady(pod *v1.Pod, events []v1.Event) string {
+// looping (with the back-off still to wait at now), terminated, or running
+// with a failing readiness probe, with the runtime's or the prober's last
+// words (from the events).
+func notReady(pod *v1.Pod, events []v1.Event, backOff []server.ContainerBackOff, now time.Time) string {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
 			return ""
@@ -52,6 +53,9 @@ func notReady(pod *v1.Pod, events []v1.Event) string {
 				why := fmt.Sprintf("%s %s keeps crashing: restarted %d times%s", kind, cs.Name, cs.RestartCount, last)
 				if cs.State.Waiting.Message != "" {
 					why += "; " + cs.State.Waiting.Message
+				}
+				if left, ok := backOffLeft(backOff, cs.Name, now); ok {
+					why += "; restarts in " + left
 				}
 				return why
 			case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "PodInitializing" && cs.State.Waiting.Reason != "ContainerCreating":
@@ -97,9 +101,21 @@ func notReady(pod *v1.Pod, events []v1.Event) string {
 	return "the pod is not Ready"
 }
 
+// backOffLeft is the back-off container still waits at now, rounded up
+// to the second.
+func backOffLeft(backOff []server.ContainerBackOff, container string, now time.Time) (string, bool) {
+	for _, b := range backOff {
+		if b.Container == container && b.Until.After(now) {
+			return (b.Until.Sub(now) + time.Second - 1).Truncate(time.Second).String(), true
+		}
+	}
+	return "", false
+}
+
 // describe writes what kubectl describe pod shows, with the events nodelet
-// kept and the not-Ready line.
-func describe(w io.Writer, pod *v1.Pod, events []v1.Event, now time.Time) error {
+// kept, the not-Ready line, the back-off still to wait and the volumes'
+// states (details).
+func describe(w io.Writer, pod *v1.Pod, events []v1.Event, details server.PodDetails, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	p := func(indent int, k, format string, args ...any) {
 		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), k, fmt.Sprintf(format, args...))
@@ -108,6 +124,9 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, now time.Time) error 
 	p(0, "Name", "%s", pod.Name)
 	p(0, "Namespace", "%s", pod.Namespace)
 	p(0, "Node", "%s", pod.Spec.NodeName)
+	if details.Source != "" {
+		r.Source = details.Source
+	}
 	p(0, "Source", "%s", r.Source)
 	if pod.Status.StartTime != nil {
 		p(0, "Start Time", "%s", pod.Status.StartTime.Format(time.RFC1123Z))
@@ -121,14 +140,14 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, now time.Time) error 
 	}
 	p(0, "IP", "%s", pod.Status.PodIP)
 	p(0, "QoS Class", "%s", pod.Status.QOSClass)
-	if why := notReady(pod, events); why != "" {
+	if why := notReady(pod, events, details.BackOff, now); why != "" {
 		p(0, "Not Ready", "%s", why)
 	}
 	statuses := map[string]v1.ContainerStatus{}
 	for _, cs := range append(append([]v1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
 		statuses[cs.Name] = cs
 	}
-	state := func(indent int, label string, s v1.ContainerState) {
+	state := func(indent int, label, container string, s v1.ContainerState) {
 		switch {
 		case s.Running != nil:
 			p(indent, label, "Running")
@@ -138,6 +157,9 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, now time.Time) error 
 			p(indent+1, "Reason", "%s", s.Waiting.Reason)
 			if s.Waiting.Message != "" {
 				p(indent+1, "Message", "%s", s.Waiting.Message)
+			}
+			if left, ok := backOffLeft(details.BackOff, container, now); ok && label == "State" {
+				p(indent+1, "Back-off", "%s more to wait (restarts at %s)", left, backOffUntil(details.BackOff, container).Format(time.RFC1123Z))
 			}
 		case s.Terminated != nil:
 			p(indent, label, "Terminated")
@@ -161,9 +183,9 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, now time.Time) error 
 				p(2, "Command", "%s", strings.Join(append(append([]string{}, c.Command...), c.Args...), " "))
 			}
 			if st, ok := statuses[c.Name]; ok {
-				state(2, "State", st.State)
+				state(2, "State", c.Name, st.State)
 				if st.LastTerminationState.Terminated != nil {
-					state(2, "Last State", st.LastTerminationState)
+					state(2, "Last State", c.Name, st.LastTerminationState)
 				}
 				p(2, "Ready", "%t", st.Ready)
 				p(2, "Restart Count", "%d", st.RestartCount)
@@ -188,8 +210,28 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, now time.Time) error 
 	}
 	if len(pod.Spec.Volumes) > 0 {
 		fmt.Fprintf(tw, "Volumes:\n")
+		states := map[string]server.VolumeState{}
+		for _, vs := range details.Volumes {
+			states[vs.Name] = vs
+		}
 		for _, v := range pod.Spec.Volumes {
-			p(1, v.Name, "%s", volumeKind(v))
+			fmt.Fprintf(tw, "  %s:\n", v.Name)
+			p(2, "Type", "%s", volumeKind(v))
+			vs, ok := states[v.Name]
+			if !ok {
+				continue
+			}
+			switch vs.State {
+			case server.VolumeReady:
+				p(2, "State", "Ready (set up %s ago)", duration.HumanDuration(now.Sub(vs.SetUpAt.Time)))
+			case server.VolumeFailed:
+				p(2, "State", "Failed %s ago: %s", duration.HumanDuration(now.Sub(vs.ErrAt.Time)), vs.Error)
+			default:
+				p(2, "State", "%s", vs.State)
+			}
+			if vs.Path != "" {
+				p(2, "Path", "%s", vs.Path)
+			}
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -212,6 +254,15 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, now time.Time) error 
 		fmt.Fprintf(ew, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, age, e.Source.Component, strings.TrimSpace(e.Message))
 	}
 	return ew.Flush()
+}
+
+func backOffUntil(backOff []server.ContainerBackOff, container string) time.Time {
+	for _, b := range backOff {
+		if b.Container == container {
+			return b.Until.Time
+		}
+	}
+	return time.Time{}
 }
 
 func eventTime(e v1.Event) time.Time {
@@ -283,16 +334,15 @@ func describeCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return fail(stderr, err)
 	}
-	var list v1.EventList
-	resp, err := cl.get(ctx, "/nodelet/events/"+url.PathEscape(pod.Namespace)+"/"+url.PathEscape(pod.Name), nil)
-	if err == nil {
-		err = json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
-	}
+	events, err := cl.events(ctx, pod)
 	if err != nil {
 		fmt.Fprintf(stderr, "warning: the pod's events: %v\n", err)
 	}
-	if err := describe(stdout, pod, list.Items, time.Now()); err != nil {
+	details, err := cl.details(ctx, pod)
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: the pod's details: %v\n", err)
+	}
+	if err := describe(stdout, pod, events, details, time.Now()); err != nil {
 		return fail(stderr, err)
 	}
 	return 0

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 )
@@ -130,9 +131,10 @@ func podRow(pod *v1.Pod, now time.Time) row {
 	return r
 }
 
-// printPods writes the pods as a table (wide: with IP and SOURCE), their
-// names, JSON (a v1 PodList) or YAML.
-func printPods(w io.Writer, pods []v1.Pod, output string, now time.Time) error {
+// printPods writes the pods as a table (wide: with IP and SOURCE, the one
+// of sources by UID when it has one), their names, JSON (a v1 PodList) or
+// YAML.
+func printPods(w io.Writer, pods []v1.Pod, sources map[types.UID]string, output string, now time.Time) error {
 	sort.Slice(pods, func(i, j int) bool {
 		if pods[i].Namespace != pods[j].Namespace {
 			return pods[i].Namespace < pods[j].Namespace
@@ -177,6 +179,9 @@ func printPods(w io.Writer, pods []v1.Pod, output string, now time.Time) error {
 	fmt.Fprintln(tw, header)
 	for i := range pods {
 		r := podRow(&pods[i], now)
+		if src, ok := sources[pods[i].UID]; ok {
+			r.Source = src
+		}
 		line := r.Namespace + "\t" + r.Name + "\t" + r.Ready + "\t" + r.Status + "\t" + r.Restarts + "\t" + r.Age
 		if output == "wide" {
 			line += "\t" + r.IP + "\t" + r.Source

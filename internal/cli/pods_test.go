@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -95,17 +96,20 @@ func TestPrintPodsWide(t *testing.T) {
 	})
 	static.CreationTimestamp = metav1.Time{}
 	static.Status.StartTime = &metav1.Time{Time: now.Add(-90 * time.Second)}
+	restored := pod("restored", nil)
+	restored.UID = "u-restored"
 	var b bytes.Buffer
-	if err := printPods(&b, []v1.Pod{*static, *pod("api", nil)}, "wide", now); err != nil {
+	if err := printPods(&b, []v1.Pod{*static, *pod("api", nil), *restored}, map[types.UID]string{"u-restored": "checkpoint"}, "wide", now); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAMESPACE NAME READY STATUS RESTARTS AGE IP SOURCE" ||
-		strings.Join(strings.Fields(lines[2]), " ") != "default web-n1 0/1 Pending 0 90s 10.88.0.5 file" ||
+	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "NAMESPACE NAME READY STATUS RESTARTS AGE IP SOURCE" ||
+		strings.Join(strings.Fields(lines[3]), " ") != "default web-n1 0/1 Pending 0 90s 10.88.0.5 file" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "default restored 0/1 Pending 0 90s <none> checkpoint" ||
 		strings.Join(strings.Fields(lines[1]), " ") != "default api 0/1 Pending 0 90s <none> api" {
 		t.Fatalf("table:\n%s", b.String())
 	}
-	if err := printPods(&b, nil, "xml", now); err == nil {
+	if err := printPods(&b, nil, nil, "xml", now); err == nil {
 		t.Fatal("unknown format accepted")
 	}
 }

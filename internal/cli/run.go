@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,24 +59,8 @@ func outcome(pod *v1.Pod) (done, ok bool, why string) {
 }
 
 func (c *client) info(ctx context.Context) (*server.LocalInfo, error) {
-	resp, err := c.get(ctx, "/nodelet/info", nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	var in server.LocalInfo
-	return &in, json.NewDecoder(resp.Body).Decode(&in)
-}
-
-func (c *client) events(ctx context.Context, pod *v1.Pod) []v1.Event {
-	resp, err := c.get(ctx, "/nodelet/events/"+url.PathEscape(pod.Namespace)+"/"+url.PathEscape(pod.Name), nil)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var list v1.EventList
-	_ = json.NewDecoder(resp.Body).Decode(&list)
-	return list.Items
+	return &in, c.getJSON(ctx, "/nodelet/info", &in)
 }
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -160,7 +142,8 @@ func follow(ctx context.Context, cl *client, namespace, name string, stdout io.W
 				if p.Namespace != namespace || p.Name != name {
 					continue
 				}
-				for _, e := range cl.events(ctx, p) {
+				events, _ := cl.events(ctx, p) // the next round tries again
+				for _, e := range events {
 					key := fmt.Sprintf("%s/%s/%s/%d", e.InvolvedObject.FieldPath, e.Reason, e.Message, e.Count)
 					if !seen[key] {
 						seen[key] = true

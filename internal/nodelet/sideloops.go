@@ -76,6 +76,7 @@ func (n *Nodelet) startSideLoops(ctx context.Context, rs internalapi.RuntimeServ
 		Runtime:            rs,
 		Stats:              n.stats,
 		Events:             n.events.ForPod,
+		Details:            apiHost{n}.podDetails,
 	})
 	if err != nil {
 		return fmt.Errorf("kubelet API: %w", err)

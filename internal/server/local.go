@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
 
@@ -59,7 +60,9 @@ func (s *Server) RunLocal(ctx context.Context, path string) error {
 
 // localHandler is the kubelet API plus what only the local API serves:
 // GET /nodelet/events/{ns}/{pod}, the pod's recent events (a v1
-// EventList), for nodelet describe, and GET /nodelet/info.
+// EventList), for nodelet describe; GET /nodelet/pods and
+// /nodelet/pods/{ns}/{pod}, the details of every pod or one; and GET
+// /nodelet/info.
 func (s *Server) localHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.Handler())
@@ -75,6 +78,21 @@ func (s *Server) localHandler() http.Handler {
 		}
 		writeJSON(w, list)
 	})
+	mux.HandleFunc("GET /nodelet/pods", func(w http.ResponseWriter, _ *http.Request) {
+		list := PodDetailsList{Items: []PodDetails{}}
+		for _, p := range s.host.Pods() {
+			list.Items = append(list.Items, s.details(p))
+		}
+		writeJSON(w, list)
+	})
+	mux.HandleFunc("GET /nodelet/pods/{ns}/{pod}", func(w http.ResponseWriter, r *http.Request) {
+		pod, ok := s.host.PodByName(r.PathValue("ns"), r.PathValue("pod"))
+		if !ok {
+			http.Error(w, fmt.Sprintf("pod %q does not exist", r.PathValue("pod")), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, s.details(pod))
+	})
 	mux.HandleFunc("GET /nodelet/info", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, LocalInfo{NodeName: s.cfg.NodeName, StaticPodPath: s.cfg.Kubelet.StaticPodPath})
 	})
@@ -85,4 +103,79 @@ func (s *Server) localHandler() http.Handler {
 type LocalInfo struct {
 	NodeName      string `json:"nodeName"`
 	StaticPodPath string `json:"staticPodPath"`
+}
+
+// details is what the local API tells of pod beyond its status.
+func (s *Server) details(pod *v1.Pod) PodDetails {
+	var d PodDetails
+	if s.cfg.Details != nil {
+		d = s.cfg.Details(pod)
+	}
+	d.Namespace, d.Name, d.UID = pod.Namespace, pod.Name, pod.UID
+	if d.Source == "" {
+		d.Source = PodSource(pod)
+	}
+	return d
+}
+
+// Pod sources, as `nodelet pods` shows them.
+const (
+	SourceFile       = "file"       // a static pod
+	SourceAPI        = "api"        // a pod of the API server
+	SourceCheckpoint = "checkpoint" // an API pod run from the offline checkpoint, not yet confirmed by the API server
+)
+
+// PodSource is where pod comes from by its annotations: file or api.
+func PodSource(pod *v1.Pod) string {
+	if s := pod.Annotations["kubernetes.io/config.source"]; s != "" && s != "api" {
+		return s
+	}
+	return SourceAPI
+}
+
+// PodDetailsList is GET /nodelet/pods.
+type PodDetailsList struct {
+	Items []PodDetails `json:"items"`
+}
+
+// PodDetails is GET /nodelet/pods/{ns}/{pod}: what nodelet knows of a pod
+// that its status does not say.
+type PodDetails struct {
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	UID       types.UID `json:"uid"`
+	// Source is file, api or checkpoint.
+	Source string `json:"source"`
+	// BackOff are the containers waiting out a restart back-off.
+	BackOff []ContainerBackOff `json:"backOff,omitempty"`
+	// Volumes are the pod's volumes in its spec's order.
+	Volumes []VolumeState `json:"volumes,omitempty"`
+}
+
+// ContainerBackOff is a container's restart back-off: its length, and
+// when the container may start again.
+type ContainerBackOff struct {
+	Container string          `json:"container"`
+	Delay     metav1.Duration `json:"delay"`
+	Until     metav1.Time     `json:"until"`
+}
+
+// Volume states.
+const (
+	VolumeReady   = "Ready"   // set up (mounted, written)
+	VolumeFailed  = "Failed"  // its last set-up failed
+	VolumePending = "Pending" // not tried yet (an earlier volume failed, or the pod is not started)
+)
+
+// VolumeState is a pod volume's state on the node.
+type VolumeState struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	State string `json:"state"`
+	// Path is the volume's host path once set up.
+	Path    string       `json:"path,omitempty"`
+	SetUpAt *metav1.Time `json:"setUpAt,omitempty"`
+	// Error is the last set-up's error when State is Failed.
+	Error string       `json:"error,omitempty"`
+	ErrAt *metav1.Time `json:"errorAt,omitempty"`
 }

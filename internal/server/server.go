@@ -85,6 +85,9 @@ type Config struct {
 	Stats   Stats
 	// Events gives a pod's recent events for the local API (nil: none).
 	Events func(types.UID) []v1.Event
+	// Details gives what the local API tells of a pod beyond its status
+	// (nil: its source from its annotations only).
+	Details func(*v1.Pod) PodDetails
 }
 
 // Server is the kubelet API.

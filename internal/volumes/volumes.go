@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // Manager prepares pod volumes under a pods directory, through the volume
@@ -24,6 +26,18 @@ type Manager struct {
 	plugins map[string]Plugin // by source kind
 	byName  map[string]Plugin // by directory name
 	set     map[volumeKey]bool
+	states  map[volumeKey]State
+}
+
+// State is what the last set-up of a pod's volume did, for nodelet
+// describe: the volume's host path and when it was last set up, or the
+// error of the last try (Path and SetUpAt then keep the last success, if
+// any).
+type State struct {
+	Path    string
+	SetUpAt time.Time
+	Err     string
+	ErrAt   time.Time
 }
 
 type volumeKey struct {
@@ -41,6 +55,8 @@ type ManagerConfig struct {
 	// Allocatable is the node's allocatable: a downwardAPI resourceFieldRef
 	// reports it for a limit the container does not set. nil: none.
 	Allocatable func() v1.ResourceList
+	// Clock defaults to the real clock.
+	Clock clock.PassiveClock
 }
 
 // New returns a Manager for cfg with the built-in volume plugins. It fails
@@ -49,10 +65,13 @@ func New(cfg ManagerConfig) (*Manager, error) {
 	if cfg.PodsDir == "" {
 		return nil, errors.New("volumes: ManagerConfig.PodsDir is required")
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	m := &Manager{
 		podsDir: cfg.PodsDir, getter: cfg.Getter, cfg: cfg,
 		plugins: map[string]Plugin{}, byName: map[string]Plugin{},
-		set: map[volumeKey]bool{},
+		set: map[volumeKey]bool{}, states: map[volumeKey]State{},
 	}
 	m.registerBuiltins()
 	return m, nil
@@ -69,6 +88,7 @@ func (m *Manager) Setup(ctx context.Context, pod *v1.Pod) (map[string]string, er
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		p, err := m.setup(ctx, pod, v)
+		m.record(volumeKey{pod.UID, v.Name}, p, err)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
 		}
@@ -200,6 +220,34 @@ func (m *Manager) Teardown(uid types.UID) error {
 	return nil
 }
 
+// record keeps the outcome of a volume's set-up.
+func (m *Manager) record(key volumeKey, path string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.states[key]
+	if err != nil {
+		st.Err, st.ErrAt = err.Error(), m.cfg.Clock.Now()
+	} else {
+		st = State{Path: path, SetUpAt: m.cfg.Clock.Now()}
+	}
+	m.states[key] = st
+}
+
+// States is the last set-up outcome of each of the pod's volumes tried
+// since nodelet started, by volume name; a volume not in it was not
+// reached yet (the set-up stops at the first volume that fails).
+func (m *Manager) States(uid types.UID) map[string]State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]State{}
+	for k, st := range m.states {
+		if k.uid == uid {
+			out[k.name] = st
+		}
+	}
+	return out
+}
+
 // forget drops what the Manager remembers of a pod.
 func (m *Manager) forget(uid types.UID) {
 	m.mu.Lock()
@@ -207,6 +255,11 @@ func (m *Manager) forget(uid types.UID) {
 	for k := range m.set {
 		if k.uid == uid {
 			delete(m.set, k)
+		}
+	}
+	for k := range m.states {
+		if k.uid == uid {
+			delete(m.states, k)
 		}
 	}
 }
