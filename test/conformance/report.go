@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,6 +138,23 @@ func loadRun(dir string) (*AgentRun, error) {
 	}
 	sort.Slice(r.Tests, func(i, j int) bool { return r.Tests[i].Name < r.Tests[j].Name })
 	return r, nil
+}
+
+// loadPublished reads an agent's run as the report published it (path:
+// docs/conformance/<agent>.json); nil when there is none.
+func loadPublished(path string) (*AgentRun, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r AgentRun
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
 }
 
 func readTrim(path string) string {

@@ -82,3 +82,33 @@ func TestReport(t *testing.T) {
 func writeDocs(docs string, runs []*AgentRun) error {
 	return writeReportFile(&options{docs: docs, focus: "f", skip: "s", procs: 4}, runs)
 }
+
+// TestLoadPublished: a run the report published reads back as it was; no
+// file is no run.
+func TestLoadPublished(t *testing.T) {
+	dir := t.TempDir()
+	want := &AgentRun{Agent: "upstream", Version: "kubernetes v1.37.2", WallSeconds: 2014, Commit: "558f71a",
+		Tests:  []Test{{Name: "[sig-node] Pods x [NodeConformance]", State: "passed", Seconds: 1.5}},
+		Reruns: []Rerun{{When: "20261201T130548", Focus: "x", Tests: []string{"[sig-node] Pods x [NodeConformance]"}}}}
+	data, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "upstream.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadPublished(path)
+	if err != nil || got == nil || got.Commit != "558f71a" || len(got.Tests) != 1 || got.Tests[0] != want.Tests[0] || len(got.Reruns) != 1 {
+		t.Fatalf("loadPublished = %+v, %v", got, err)
+	}
+	if got, err := loadPublished(filepath.Join(dir, "nodelet.json")); got != nil || err != nil {
+		t.Errorf("no file: %+v, %v", got, err)
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadPublished(path); err == nil {
+		t.Error("a broken file read without an error")
+	}
+}
