@@ -17,11 +17,21 @@ import (
 )
 
 // notReady is one line saying why the pod is not Ready ("" when it is):
-// the first container (init containers first) that is waiting, crash
-// looping (with the back-off still to wait at now), terminated, or running
-// with a failing readiness probe, with the runtime's or the prober's last
-// words (from the events).
-func notReady(pod *v1.Pod, events []v1.Event, backOff []server.ContainerBackOff, now time.Time) string {
+// the first container (init containers first) that is waiting (for a
+// volume that failed to set up, say), crash looping (with the back-off
+// still to wait at now), terminated, or running with a failing readiness
+// probe, with the runtime's or the prober's last words (from the events).
+func notReady(pod *v1.Pod, events []v1.Event, details server.PodDetails, now time.Time) string {
+	backOff := details.BackOff
+	// A volume that failed to set up holds the containers that are not
+	// created yet.
+	volumeWhy := ""
+	for _, vs := range details.Volumes {
+		if vs.State == server.VolumeFailed {
+			volumeWhy = fmt.Sprintf("volume %s (%s) cannot be set up: %s", vs.Name, vs.Kind, vs.Error)
+			break
+		}
+	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
 			return ""
@@ -64,6 +74,8 @@ func notReady(pod *v1.Pod, events []v1.Event, backOff []server.ContainerBackOff,
 					msg = lastEvent(cs.Name, "Failed")
 				}
 				return strings.TrimSuffix(fmt.Sprintf("%s %s is waiting: %s: %s", kind, cs.Name, cs.State.Waiting.Reason, msg), ": ")
+			case cs.State.Waiting != nil && volumeWhy != "":
+				return volumeWhy
 			case cs.State.Waiting != nil:
 				return fmt.Sprintf("%s %s is being created (%s)", kind, cs.Name, cs.State.Waiting.Reason)
 			case cs.State.Running != nil && !cs.Ready && sidecarOrApp(cs.Name):
@@ -93,6 +105,9 @@ func notReady(pod *v1.Pod, events []v1.Event, backOff []server.ContainerBackOff,
 		return why
 	}
 	if len(pod.Status.ContainerStatuses) == 0 {
+		if volumeWhy != "" {
+			return volumeWhy
+		}
 		if msg := lastEvent("", "FailedMount"); msg != "" {
 			return "its volumes are not ready: " + msg
 		}
@@ -140,7 +155,7 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, details server.PodDet
 	}
 	p(0, "IP", "%s", pod.Status.PodIP)
 	p(0, "QoS Class", "%s", pod.Status.QOSClass)
-	if why := notReady(pod, events, details.BackOff, now); why != "" {
+	if why := notReady(pod, events, details, now); why != "" {
 		p(0, "Not Ready", "%s", why)
 	}
 	statuses := map[string]v1.ContainerStatus{}

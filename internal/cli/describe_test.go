@@ -19,42 +19,47 @@ func TestNotReady(t *testing.T) {
 		name    string
 		pod     *v1.Pod
 		events  []v1.Event
-		backOff []server.ContainerBackOff
+		details server.PodDetails
 		want    string
 	}{
 		{"ready", pod("p", func(p *v1.Pod) {
 			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
-		}), nil, nil, ""},
+		}), nil, server.PodDetails{}, ""},
 		{"image pull", pod("p", func(p *v1.Pod) {
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"x\""}}}}
-		}), nil, nil, `container c is waiting: ImagePullBackOff: Back-off pulling image "x"`},
+		}), nil, server.PodDetails{}, `container c is waiting: ImagePullBackOff: Back-off pulling image "x"`},
 		{"crash loop", pod("p", func(p *v1.Pod) {
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", RestartCount: 3,
 				State:                v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container=c"}},
 				LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}}}
-		}), nil, nil, "container c keeps crashing: restarted 3 times, last exit code 3 (Error); back-off 40s restarting failed container=c"},
+		}), nil, server.PodDetails{}, "container c keeps crashing: restarted 3 times, last exit code 3 (Error); back-off 40s restarting failed container=c"},
 		{"crash loop with the back-off left", pod("p", func(p *v1.Pod) {
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", RestartCount: 2,
 				State:                v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 				LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
-		}), nil, []server.ContainerBackOff{{Container: "c", Until: metav1.NewTime(now.Add(12300 * time.Millisecond))}},
+		}), nil, server.PodDetails{BackOff: []server.ContainerBackOff{{Container: "c", Until: metav1.NewTime(now.Add(12300 * time.Millisecond))}}},
 			"container c keeps crashing: restarted 2 times, last exit code 1 (Error); restarts in 13s"},
 		{"readiness", pod("p", func(p *v1.Pod) {
 			p.Status.ContainerStatuses = []v1.ContainerStatus{running(false, 0)}
 			p.Status.ContainerStatuses[0].Started = ptr.To(true)
-		}), []v1.Event{unhealthy}, nil, "container c is running but not ready: Readiness probe failed: nope"},
+		}), []v1.Event{unhealthy}, server.PodDetails{}, "container c is running but not ready: Readiness probe failed: nope"},
 		{"init crash first", pod("p", func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "i"}}
 			p.Status.InitContainerStatuses = []v1.ContainerStatus{{Name: "i", RestartCount: 1, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
-		}), nil, nil, "init container i keeps crashing: restarted 1 times"},
+		}), nil, server.PodDetails{}, "init container i keeps crashing: restarted 1 times"},
+		{"a volume failed", pod("p", func(p *v1.Pod) {
+			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+		}), nil, server.PodDetails{Volumes: []server.VolumeState{{Name: "ok", Kind: "emptyDir", State: server.VolumeReady},
+			{Name: "data", Kind: "hostPath", State: server.VolumeFailed, Error: "hostPath type check failed: stat /x: no such file or directory"}}},
+			"volume data (hostPath) cannot be set up: hostPath type check failed: stat /x: no such file or directory"},
 		{"rejected", pod("p", func(p *v1.Pod) {
 			p.Status.Phase, p.Status.Reason, p.Status.Message = v1.PodFailed, "OutOfcpu", "Node didn't have enough resource: cpu"
-		}), nil, nil, "the pod has finished (Failed): OutOfcpu: Node didn't have enough resource: cpu"},
-		{"volumes", pod("p", nil), []v1.Event{{Reason: "FailedMount", Message: `configmap "x" not found`}}, nil, `its volumes are not ready: configmap "x" not found`},
+		}), nil, server.PodDetails{}, "the pod has finished (Failed): OutOfcpu: Node didn't have enough resource: cpu"},
+		{"volumes", pod("p", nil), []v1.Event{{Reason: "FailedMount", Message: `configmap "x" not found`}}, server.PodDetails{}, `its volumes are not ready: configmap "x" not found`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := notReady(tc.pod, tc.events, tc.backOff, now); got != tc.want {
+			if got := notReady(tc.pod, tc.events, tc.details, now); got != tc.want {
 				t.Fatalf("notReady = %q, want %q", got, tc.want)
 			}
 		})

@@ -10,10 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
@@ -36,6 +39,54 @@ func cli(t *testing.T, n *framework.Nodelet, args ...string) (string, string, in
 	return out.String(), errOut.String(), code
 }
 
+// lockedBuffer is a strings.Builder that a command's output goroutine can
+// write while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// portForwardGet runs `nodelet port-forward POD LOCAL:8080` (pod: the
+// command's arguments before the ports) and waits until a GET of the
+// local port answers with want.
+func portForwardGet(t *testing.T, n *framework.Nodelet, want string, pod ...string) {
+	t.Helper()
+	port := framework.FreePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := append(append([]string{"port-forward"}, pod...), framework.Itoa(port)+":8080", "--root-dir", n.RootDir)
+	pf := exec.CommandContext(ctx, framework.NodeletBinary(t), args...)
+	var out lockedBuffer
+	pf.Stdout, pf.Stderr = &out, &out
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = pf.Wait() }()
+	var body string
+	framework.Eventually(t, 20*time.Second, 200*time.Millisecond, func() bool {
+		resp, err := http.Get("http://127.0.0.1:" + framework.Itoa(port) + "/")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, want)
+	}, "port-forward %v serves the pod's page (got %q; its output %q)", pod, body, &out)
+}
+
 // podLine is the fields of pod's row in a `nodelet pods` table.
 func podLine(table, pod string) []string {
 	for _, l := range strings.Split(table, "\n") {
@@ -46,8 +97,10 @@ func podLine(table, pod string) []string {
 	return nil
 }
 
-// TestCLIStandalone drives `nodelet pods`, `describe`, `exec`, `logs`,
-// `port-forward`, `run`, `rm` and bash completion against a
+// TestCLIStandalone drives `nodelet pods`, `describe` (the not-Ready line,
+// the back-off left, the volumes' states), `exec` (-i; -it in a pty: raw
+// mode, the terminal's size), `attach`, `logs`, `port-forward`, `run`,
+// `rm` and bash completion against a
 // standalone nodelet through its local API (<root-dir>/nodelet.sock, mode
 // 0600): the pod table with kubectl's columns and statuses (Running,
 // CrashLoopBackOff, an image pull failure), -o wide (IP, SOURCE) and -o
@@ -68,6 +121,17 @@ func TestCLIStandalone(t *testing.T) {
 	n.WriteManifest("unready.yaml", podManifest("unready", "", container("app", "sleep 3600")+`    readinessProbe:
       exec: {command: ["sh", "-c", "echo not yet; exit 1"]}
       periodSeconds: 1
+`))
+	// Its hostPath directory does not exist: the emptyDir before it is set
+	// up, the hostPath fails, the emptyDir after it is not reached.
+	n.WriteManifest("vols.yaml", podManifest("vols", `  volumes:
+  - {name: scratch, emptyDir: {}}
+  - {name: missing, hostPath: {path: `+filepath.Join(n.RootDir, "no-such-dir")+`, type: Directory}}
+  - {name: after, emptyDir: {}}
+`, container("app", "sleep 3600")))
+	// It reads one line from its own stdin (attach -i), answers and exits.
+	n.WriteManifest("echoer.yaml", podManifest("echoer", "  restartPolicy: Never\n", container("app", "read l; echo got $l")+`    stdin: true
+    stdinOnce: true
 `))
 	waitRunning(t, s, n.PodName("web"), "app", 90*time.Second)
 
@@ -98,7 +162,7 @@ func TestCLIStandalone(t *testing.T) {
 	}
 	js, _, code := cli(t, n, "pods", "-o", "json")
 	var list v1.PodList
-	if err := json.Unmarshal([]byte(js), &list); err != nil || code != 0 || len(list.Items) != 5 {
+	if err := json.Unmarshal([]byte(js), &list); err != nil || code != 0 || len(list.Items) != 7 {
 		t.Errorf("pods -o json: %v, %d pods, exit %d", err, len(list.Items), code)
 	}
 
@@ -124,6 +188,28 @@ func TestCLIStandalone(t *testing.T) {
 	if out, _, _ := cli(t, n, "describe", "web"); strings.Contains(out, "Not Ready:") {
 		t.Errorf("describe of a ready pod has a Not Ready line:\n%s", out)
 	}
+	// describe: the back-off still to wait, in the container's state and
+	// the Not Ready line.
+	var crash string
+	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
+		crash, _, _ = cli(t, n, "describe", "crasher")
+		return strings.Contains(crash, "Back-off:") && strings.Contains(crash, "more to wait (restarts at ") && strings.Contains(crash, "; restarts in ")
+	}, "describe crasher shows the back-off left")
+	t.Logf("nodelet describe crasher (in back-off):\n%s", crash)
+	// describe: each volume's state.
+	var vols string
+	framework.Eventually(t, 30*time.Second, 500*time.Millisecond, func() bool {
+		vols, _, _ = cli(t, n, "describe", "vols")
+		f := strings.Join(strings.Fields(vols), " ")
+		return strings.Contains(f, "scratch: Type: EmptyDir State: Ready (set up ") &&
+			strings.Contains(f, "missing: Type: HostPath "+filepath.Join(n.RootDir, "no-such-dir")+" State: Failed ") &&
+			strings.Contains(f, "hostPath type check failed") && strings.Contains(f, "after: Type: EmptyDir State: Pending") &&
+			strings.Contains(f, "Not Ready: volume missing (hostPath) cannot be set up: hostPath type check failed")
+	}, "describe vols shows each volume's state")
+	if !strings.Contains(vols, "Path:") || !strings.Contains(vols, "/volumes/kubernetes.io~empty-dir/scratch") {
+		t.Errorf("describe vols lacks the emptyDir's path:\n%s", vols)
+	}
+	t.Logf("nodelet describe vols:\n%s", vols)
 
 	// exec: output, exit code, stdin.
 	if out, _, code := cli(t, n, "exec", "web", "--", "sh", "-c", "echo hi; exit 7"); code != 7 || out != "hi\n" {
@@ -133,6 +219,61 @@ func TestCLIStandalone(t *testing.T) {
 	ex.Stdin = strings.NewReader("from stdin\n")
 	if out, err := ex.Output(); err != nil || string(out) != "FROM STDIN\n" {
 		t.Errorf("exec -i: %q %v", out, err)
+	}
+
+	// exec -it: the local terminal (a pty here, from script(1)) is put in
+	// raw mode, so ^C goes to the remote shell as a byte and its terminal
+	// makes it SIGINT (a terminal left cooked would kill nodelet exec
+	// itself instead), and the remote terminal gets the local one's size
+	// and follows its change.
+	var ttyOut []byte
+	framework.Eventually(t, 30*time.Second, time.Second, func() bool {
+		// The remote terminal gets the size once the command runs (as
+		// kubectl's, the first resize races the command's start), and
+		// again when the local one changes (SIGWINCH) 3 s in.
+		remote := `size() { for i in $(seq 50); do s=$(stty size 2>/dev/null); [ "$s" = "$1" ] && break; sleep 0.1; done; echo "size $s"; }; ` +
+			`size "37 101"; size "21 81"; trap "echo got-sigint; exit 5" INT; echo ready; sleep 30 & wait`
+		inner := "stty rows 37 cols 101; (sleep 3; stty rows 21 cols 81 </dev/tty) & exec " + framework.NodeletBinary(t) + " exec -it web --root-dir " + n.RootDir +
+			" -- sh -c '" + remote + "'"
+		sc := exec.Command("script", "-qfec", inner, "/dev/null")
+		stdin, err := sc.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf lockedBuffer
+		sc.Stdout, sc.Stderr = &buf, &buf
+		if err := sc.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 150 && !strings.Contains(buf.String(), "ready"); i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, _ = stdin.Write([]byte{3})
+		done := make(chan error, 1)
+		go func() { done <- sc.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = sc.Process.Kill()
+			<-done
+		}
+		_ = stdin.Close()
+		ttyOut = []byte(buf.String())
+		ok := strings.Contains(buf.String(), "size 37 101") && strings.Contains(buf.String(), "size 21 81") &&
+			strings.Contains(buf.String(), "got-sigint") && sc.ProcessState.ExitCode() == 5
+		if !ok {
+			t.Logf("exec -it in script(1): exit %d, %q", sc.ProcessState.ExitCode(), ttyOut)
+		}
+		return ok
+	}, "exec -it in a pty: size 37x101 then 21x81, ^C to the remote shell, exit code 5")
+	t.Logf("nodelet exec -it in script(1): %q", ttyOut)
+
+	// attach -i: the container's own stdin and stdout.
+	waitRunning(t, s, n.PodName("echoer"), "app", 60*time.Second)
+	at := exec.Command(framework.NodeletBinary(t), "attach", "-i", "echoer", "--root-dir", n.RootDir)
+	at.Stdin = strings.NewReader("hello\n")
+	if out, err := at.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "got hello" {
+		t.Errorf("attach -i: %q %v", out, err)
 	}
 
 	// logs: the manifest's name is enough.
@@ -169,27 +310,7 @@ func TestCLIStandalone(t *testing.T) {
 
 	// port-forward: a local port to the pod's 8080.
 	waitRunning(t, s, n.PodName("srv"), "app", 60*time.Second)
-	port := framework.FreePort(t)
-	pctx, pcancel := context.WithCancel(context.Background())
-	pf := exec.CommandContext(pctx, framework.NodeletBinary(t), "port-forward", "srv", framework.Itoa(port)+":8080", "--root-dir", n.RootDir)
-	var pfOut strings.Builder
-	pf.Stdout, pf.Stderr = &pfOut, &pfOut
-	if err := pf.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var body string
-	framework.Eventually(t, 20*time.Second, 200*time.Millisecond, func() bool {
-		resp, err := http.Get("http://127.0.0.1:" + framework.Itoa(port) + "/")
-		if err != nil {
-			return false
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		body = string(b)
-		return strings.Contains(body, "hello from srv")
-	}, "port-forward serves the pod's page (got %q)", body)
-	pcancel()
-	_ = pf.Wait()
+	portForwardGet(t, n, "hello from srv", "srv")
 
 	// bash completion: pod names from the running nodelet.
 	comp := exec.Command("bash", "-c", `source <(nodelet completion bash); COMP_WORDS=(nodelet logs un); COMP_CWORD=2; _nodelet; echo "${COMPREPLY[@]}"`)
@@ -243,8 +364,10 @@ func TestCLIStandalone(t *testing.T) {
 // TestCLICluster: the same commands on a node of the control plane: pods
 // from the API server are listed with SOURCE api next to a static pod,
 // describe shows the events nodelet recorded and the not-Ready line of an
-// image pull failure, logs and exec work on an API pod, and rm refuses a
-// pod that belongs to the API server.
+// image pull failure, logs, exec and port-forward work on an API pod, rm
+// refuses a pod that belongs to the API server, and run -f starts a static
+// pod that is mirrored into the API (rm removes both). (SOURCE checkpoint:
+// TestOfflineRestart.)
 func TestCLICluster(t *testing.T) {
 	const node = "e2e-cli-cluster"
 	c, n := clusterNode(t, node, "")
@@ -278,4 +401,28 @@ func TestCLICluster(t *testing.T) {
 	if _, errOut, code := cli(t, n, "rm", "-n", ns, "talker"); code != 1 || !strings.Contains(errOut, "kubectl delete pod") {
 		t.Errorf("rm of an API pod: %q exit %d", errOut, code)
 	}
+
+	// port-forward to an API pod.
+	createPods(t, c, ns, busyboxPod("server", node, "echo hello from the API pod > /tmp/index.html; httpd -f -p 8080 -h /tmp"))
+	waitPod(t, c, ns, "server", 60*time.Second, "Running", podReady)
+	portForwardGet(t, n, "hello from the API pod", "-n", ns, "server")
+
+	// run -f: a static pod, mirrored into the API; rm removes both.
+	manifest := filepath.Join(t.TempDir(), "runner.yaml")
+	if err := os.WriteFile(manifest, []byte(podManifest("runner", "", container("app", "sleep 3600"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cli(t, n, "run", "-f", manifest)
+	if code != 0 || !strings.Contains(out, "running and ready") {
+		t.Errorf("run -f in cluster mode: exit %d\n%s%s", code, out, errOut)
+	}
+	mirror := n.PodName("runner")
+	waitPod(t, c, "default", mirror, 30*time.Second, "the mirror pod Running", podReady)
+	if out, errOut, code := cli(t, n, "rm", "runner"); code != 0 || !strings.Contains(out, "gone") {
+		t.Errorf("rm runner: exit %d %s%s", code, out, errOut)
+	}
+	framework.Eventually(t, 30*time.Second, 500*time.Millisecond, func() bool {
+		_, err := c.Client.CoreV1().Pods("default").Get(context.Background(), mirror, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, "the mirror pod gone after rm")
 }

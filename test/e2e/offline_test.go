@@ -118,6 +118,10 @@ func TestOfflineRestart(t *testing.T) {
 	if !strings.Contains(body, "API server unreachable") {
 		t.Errorf("healthz does not report the API server unreachable:\n%s", body)
 	}
+	// nodelet pods tells them apart (issue 22).
+	if out, _, _ := cli(t, n, "pods", "-o", "wide"); podLine(out, "or-steady") == nil || podLine(out, "or-steady")[7] != "checkpoint" {
+		t.Errorf("nodelet pods -o wide offline: SOURCE is not checkpoint:\n%s", out)
+	}
 	// The crasher exits (8 s) and is restarted, without the API server.
 	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
 		rc := c.RunningContainer(t, "or-crasher", "c")
@@ -147,6 +151,9 @@ func TestOfflineRestart(t *testing.T) {
 		t.Errorf("steady after the API server's return: %s (before %s), restarts %d", got.ContainerID, before, got.RestartCount)
 	}
 	fromCheckpoint(t, n, "0 pods run from the checkpoint")
+	if out, _, _ := cli(t, n, "pods", "-o", "wide"); podLine(out, "or-steady") == nil || podLine(out, "or-steady")[7] != "api" {
+		t.Errorf("nodelet pods -o wide once the API server confirmed the pods: SOURCE is not api:\n%s", out)
+	}
 }
 
 // TestOfflineReboot: the API server stopped, nodelet stopped and every
