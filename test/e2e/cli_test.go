@@ -364,7 +364,7 @@ func TestCLIStandalone(t *testing.T) {
 // TestCLICluster: the same commands on a node of the control plane: pods
 // from the API server are listed with SOURCE api next to a static pod,
 // describe shows the events nodelet recorded and the not-Ready line of an
-// image pull failure, logs, exec and port-forward work on an API pod, rm
+// image pull failure, logs (-f), exec, attach and port-forward work on an API pod, rm
 // refuses a pod that belongs to the API server, and run -f starts a static
 // pod that is mirrored into the API (rm removes both). (SOURCE checkpoint:
 // TestOfflineRestart.)
@@ -401,6 +401,31 @@ func TestCLICluster(t *testing.T) {
 	if _, errOut, code := cli(t, n, "rm", "-n", ns, "talker"); code != 1 || !strings.Contains(errOut, "kubectl delete pod") {
 		t.Errorf("rm of an API pod: %q exit %d", errOut, code)
 	}
+
+	// attach -i and logs -f on an API pod: it answers each line of its
+	// stdin; the answers are in its log too.
+	echo := busyboxPod("echo", node, "while read l; do echo got $l; done")
+	echo.Spec.Containers[0].Stdin, echo.Spec.Containers[0].StdinOnce = true, true
+	createPods(t, c, ns, echo)
+	waitPod(t, c, ns, "echo", 60*time.Second, "Running", podReady)
+	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer lcancel()
+	follow := exec.CommandContext(lctx, framework.NodeletBinary(t), "logs", "-f", "-n", ns, "echo", "--root-dir", n.RootDir)
+	var followed lockedBuffer
+	follow.Stdout = &followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	at := exec.Command(framework.NodeletBinary(t), "attach", "-i", "-n", ns, "echo", "--root-dir", n.RootDir)
+	at.Stdin = strings.NewReader("one\ntwo\n")
+	if out, err := at.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "got one\ngot two" {
+		t.Errorf("attach -i to an API pod: %q %v", out, err)
+	}
+	framework.Eventually(t, 20*time.Second, 200*time.Millisecond, func() bool {
+		return strings.Contains(followed.String(), "got one\ngot two\n")
+	}, "logs -f follows the attached answers (got %q)", &followed)
+	lcancel()
+	_ = follow.Wait()
 
 	// port-forward to an API pod.
 	createPods(t, c, ns, busyboxPod("server", node, "echo hello from the API pod > /tmp/index.html; httpd -f -p 8080 -h /tmp"))
