@@ -37,6 +37,11 @@ func (n *Nodelet) apply(ctx context.Context, ch podmanager.Changes) {
 	for _, p := range ch.Removed {
 		logger.Info("Pod removed from its source; terminating it", "pod", klog.KObj(p), "podUID", p.UID)
 		n.workers.Terminate(p.UID, p, nil, nil)
+		// Its devices are free for the next pod at once, as upstream's
+		// (its active pods are the pod manager's): the device manager's
+		// own pruning waits for every source to be seen once, which a
+		// pod deleted during the API's first sync would otherwise outlast.
+		n.devices.Release(p.UID)
 	}
 	for _, p := range ch.Added {
 		n.admitAndRun(ctx, p)
