@@ -64,7 +64,7 @@ func notReady(pod *v1.Pod, events []v1.Event, details server.PodDetails, now tim
 				if cs.State.Waiting.Message != "" {
 					why += "; " + cs.State.Waiting.Message
 				}
-				if left, ok := backOffLeft(backOff, cs.Name, now); ok {
+				if left, _, ok := backOffLeft(backOff, cs.Name, now); ok {
 					why += "; restarts in " + left
 				}
 				return why
@@ -117,14 +117,14 @@ func notReady(pod *v1.Pod, events []v1.Event, details server.PodDetails, now tim
 }
 
 // backOffLeft is the back-off container still waits at now, rounded up
-// to the second.
-func backOffLeft(backOff []server.ContainerBackOff, container string, now time.Time) (string, bool) {
+// to the second, and when it ends.
+func backOffLeft(backOff []server.ContainerBackOff, container string, now time.Time) (string, time.Time, bool) {
 	for _, b := range backOff {
 		if b.Container == container && b.Until.After(now) {
-			return (b.Until.Sub(now) + time.Second - 1).Truncate(time.Second).String(), true
+			return (b.Until.Sub(now) + time.Second - 1).Truncate(time.Second).String(), b.Until.Time, true
 		}
 	}
-	return "", false
+	return "", time.Time{}, false
 }
 
 // describe writes what kubectl describe pod shows, with the events nodelet
@@ -173,8 +173,8 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, details server.PodDet
 			if s.Waiting.Message != "" {
 				p(indent+1, "Message", "%s", s.Waiting.Message)
 			}
-			if left, ok := backOffLeft(details.BackOff, container, now); ok && label == "State" {
-				p(indent+1, "Back-off", "%s more to wait (restarts at %s)", left, backOffUntil(details.BackOff, container).Format(time.RFC1123Z))
+			if left, until, ok := backOffLeft(details.BackOff, container, now); ok && label == "State" {
+				p(indent+1, "Back-off", "%s more to wait (restarts at %s)", left, until.Format(time.RFC1123Z))
 			}
 		case s.Terminated != nil:
 			p(indent, label, "Terminated")
@@ -269,15 +269,6 @@ func describe(w io.Writer, pod *v1.Pod, events []v1.Event, details server.PodDet
 		fmt.Fprintf(ew, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, age, e.Source.Component, strings.TrimSpace(e.Message))
 	}
 	return ew.Flush()
-}
-
-func backOffUntil(backOff []server.ContainerBackOff, container string) time.Time {
-	for _, b := range backOff {
-		if b.Container == container {
-			return b.Until.Time
-		}
-	}
-	return time.Time{}
 }
 
 func eventTime(e v1.Event) time.Time {

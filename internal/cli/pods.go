@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodelet/nodelet/internal/server"
 )
 
 // row is a pod's line in `nodelet pods`.
@@ -26,14 +28,9 @@ type row struct {
 // a container's waiting or terminated reason, Terminating), RESTARTS the
 // restarts of the containers that decide the status.
 func podRow(pod *v1.Pod, now time.Time) row {
-	r := row{Namespace: pod.Namespace, Name: pod.Name, IP: pod.Status.PodIP, Source: "api"}
+	r := row{Namespace: pod.Namespace, Name: pod.Name, IP: pod.Status.PodIP, Source: server.PodSource(pod)}
 	if r.IP == "" {
 		r.IP = "<none>"
-	}
-	if s := pod.Annotations["kubernetes.io/config.source"]; s == "file" {
-		r.Source = "file"
-	} else if s != "" && s != "api" {
-		r.Source = s
 	}
 	if _, ok := pod.Annotations["kubernetes.io/config.mirror"]; ok {
 		r.Source = "mirror"

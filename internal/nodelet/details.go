@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/volumes"
 )
@@ -41,7 +42,7 @@ func backOffs(pod *v1.Pod, now time.Time, delay func(*v1.Container, time.Time) (
 	for _, statuses := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range statuses {
 			last := cs.LastTerminationState.Terminated
-			if cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" || last == nil || specs[cs.Name] == nil {
+			if cs.State.Waiting == nil || cs.State.Waiting.Reason != kubecontainer.ReasonCrashLoopBackOff || last == nil || specs[cs.Name] == nil {
 				continue
 			}
 			d, in := delay(specs[cs.Name], last.FinishedAt.Time)
