@@ -26,10 +26,12 @@ import (
 
 // Syncer writes the statuses of a Store to the API server: PATCH
 // pods/status (the node identity may not GET it), with the pod's UID as a
-// precondition, computed against the status the informer last saw. Changes
-// are coalesced per pod over a short window, so a pod that changes ten
-// times in that window costs one request. Static pods' statuses go to their
-// mirror pods.
+// precondition, computed against the status the informer last saw. A
+// change after a quiet spell is written at once (a restarted container is
+// in the API as soon as the runtime started it); changes that follow a
+// write within the window are gathered until it ends, so a pod that changes
+// ten times in that window costs one request, and a burst's statuses go out
+// in batches. Static pods' statuses go to their mirror pods.
 type Syncer struct {
 	client kubernetes.Interface
 	lister corelisters.PodLister
@@ -50,8 +52,9 @@ type SyncerConfig struct {
 	Store *Store
 	// Clock times the window and the resync (the real clock when nil).
 	Clock clock.Clock
-	// Window is how long changes are gathered before they are written
-	// (100 ms when 0).
+	// Window is the least time between the end of one round of writes and
+	// the start of the next: changes within it are gathered (100 ms when
+	// 0).
 	Window time.Duration
 	// Resync is how often every pod's status is compared with the API's,
 	// catching writes that failed or mirror pods that appeared later (10 s
@@ -86,22 +89,36 @@ func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
 func (s *Syncer) Run(ctx context.Context) {
 	resync := s.clock.NewTimer(s.resync)
 	defer resync.Stop()
+	var last time.Time // when the last round of writes ended
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.store.Changed():
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.clock.After(s.window):
+			if wait := holdFor(s.window, last, s.clock.Now()); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.clock.After(wait):
+				}
 			}
 		case <-resync.C():
 			s.store.markAllDirty()
 			resync.Reset(s.resync)
 		}
 		s.writeAll(ctx, s.store.TakeDirty())
+		last = s.clock.Now()
 	}
+}
+
+// holdFor is how long a change seen at now waits before it is written: not
+// at all after a quiet spell of a window since the last round of writes
+// ended (or before the first), else the rest of that window.
+func holdFor(window time.Duration, last, now time.Time) time.Duration {
+	if last.IsZero() {
+		return 0
+	}
+	return max(0, window-now.Sub(last))
 }
 
 // writers is how many status writes are in flight at once: the client's

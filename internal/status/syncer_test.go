@@ -1,14 +1,18 @@
 package status
 
 import (
+	"context"
+	"runtime"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
 )
@@ -82,4 +86,81 @@ func TestNewSyncer(t *testing.T) {
 			t.Errorf("window %v, resync %v; want the defaults 100ms, 10s", s.window, s.resync)
 		}
 	})
+}
+
+func TestHoldFor(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := 100 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		last, now time.Time
+		want      time.Duration
+	}{
+		{"nothing written yet", time.Time{}, t0, 0},
+		{"a window after the last round", t0, t0.Add(w), 0},
+		{"long after", t0, t0.Add(time.Minute), 0},
+		{"right after a round", t0, t0, w},
+		{"within the window", t0, t0.Add(30 * time.Millisecond), 70 * time.Millisecond},
+	} {
+		if got := holdFor(w, tc.last, tc.now); got != tc.want {
+			t.Errorf("%s: holdFor = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSyncerWritesAtOnceThenGathers: a change after a quiet spell is
+// written with no time passing; one right after that write waits for the
+// window, and two pods' changes within it go out in one round.
+func TestSyncerWritesAtOnceThenGathers(t *testing.T) {
+	pod := func(name string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name)}}
+	}
+	a, b := pod("a"), pod("b")
+	client := fake.NewClientset(a, b)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, p := range []*v1.Pod{a, b} {
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	store := NewStore()
+	s, err := NewSyncer(SyncerConfig{Client: client, Lister: corelisters.NewPodLister(idx), Store: store, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	patches := func() int {
+		n := 0
+		for _, act := range client.Actions() {
+			if act.GetVerb() == "patch" && act.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (%d patches)", what, patches())
+			}
+			runtime.Gosched()
+		}
+	}
+	waitFor("the syncer's resync timer", clk.HasWaiters)
+	store.Set(ctx, a, v1.PodStatus{Phase: v1.PodRunning})
+	waitFor("the first patch, with no time passing", func() bool { return patches() == 1 })
+	store.Set(ctx, a, v1.PodStatus{Phase: v1.PodSucceeded})
+	store.Set(ctx, b, v1.PodStatus{Phase: v1.PodRunning})
+	// Held for the window: the syncer waits on its timer and writes nothing.
+	waitFor("the window's timer beside the resync's", func() bool { return clk.Waiters() == 2 })
+	if n := patches(); n != 1 {
+		t.Fatalf("%d patches before the window ended, want 1", n)
+	}
+	clk.Step(100 * time.Millisecond)
+	waitFor("both pods' changes in one round", func() bool { return patches() == 3 })
 }
