@@ -81,7 +81,7 @@ func (h *harness) runtimeFloor(ctx context.Context, n, conc int) (*Floor, error)
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			err := h.floorPod(ctx, ns, fmt.Sprintf("f%d", i), filepath.Join(logDir, fmt.Sprint(i)))
+			_, err := h.floorPod(ctx, ns, fmt.Sprintf("f%d", i), filepath.Join(logDir, fmt.Sprint(i)), sleepCommand)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -116,15 +116,16 @@ func (h *harness) runtimeFloor(ctx context.Context, n, conc int) (*Floor, error)
 // BestEffort pod cgroup, with the DNS settings of the agents' resolv.conf),
 // container with the three mounts every kubelet gives the benchmark's pod
 // (/etc/hosts, /dev/termination-log and the service account token's
-// directory, written here as the agents write theirs), start.
-func (h *harness) floorPod(ctx context.Context, ns, name, logDir string) error {
+// directory, written here as the agents write theirs), start; cmd is the
+// container's command.
+func (h *harness) floorPod(ctx context.Context, ns, name, logDir string, cmd []string) (floorIDs, error) {
 	uid := string(uuid.NewUUID())
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return err
+		return floorIDs{}, err
 	}
 	mounts, err := kubeletMounts(filepath.Join(logDir, "kubelet"), name)
 	if err != nil {
-		return err
+		return floorIDs{}, err
 	}
 	box := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: uid, Namespace: ns},
@@ -141,12 +142,12 @@ func (h *harness) floorPod(ctx context.Context, ns, name, logDir string) error {
 	}
 	id, err := h.floorRT.RunPodSandbox(ctx, box, "")
 	if err != nil {
-		return fmt.Errorf("RunPodSandbox: %w", err)
+		return floorIDs{}, fmt.Errorf("RunPodSandbox: %w", err)
 	}
 	c := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
 		Image:    &runtimeapi.ImageSpec{Image: h.env["BUSYBOX_IMAGE"]},
-		Command:  []string{"sleep", "3600"},
+		Command:  cmd,
 		LogPath:  "c/0.log",
 		Mounts:   mounts,
 		Labels:   map[string]string{"io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.name": name, "io.kubernetes.container.name": "c"},
@@ -154,13 +155,23 @@ func (h *harness) floorPod(ctx context.Context, ns, name, logDir string) error {
 	}
 	cid, err := h.floorRT.CreateContainer(ctx, id, c, box)
 	if err != nil {
-		return fmt.Errorf("CreateContainer: %w", err)
+		return floorIDs{sandbox: id}, fmt.Errorf("CreateContainer: %w", err)
 	}
 	if err := h.floorRT.StartContainer(ctx, cid); err != nil {
-		return fmt.Errorf("StartContainer: %w", err)
+		return floorIDs{sandbox: id, container: cid}, fmt.Errorf("StartContainer: %w", err)
 	}
-	return nil
+	return floorIDs{sandbox: id, container: cid}, nil
 }
+
+// floorIDs are a floor pod's sandbox and container.
+type floorIDs struct{ sandbox, container string }
+
+// The floor pods' commands: the startup burst's, and the deletion
+// scenario's (its process exits on SIGTERM, as benchPod's with trap).
+var (
+	sleepCommand = []string{"sleep", "3600"}
+	trapCommand  = []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"}
+)
 
 // kubeletMounts writes, under dir, what a kubelet mounts into the
 // benchmark's container (an /etc/hosts, an empty termination log, a

@@ -80,7 +80,7 @@ func main() {
 	flag.StringVar(&o.nodeName, "node", "bench-node", "node name")
 	flag.DurationVar(&o.burstWait, "burst-timeout", 5*time.Minute, "how long a burst may take")
 	flag.StringVar(&floor, "floor", "100:0,100:4,100:8,100:16,500:8", "runtime floor bursts (pods:concurrency, 0 = all at once), straight through the CRI with no agent")
-	flag.BoolVar(&o.floorOnly, "floor-only", false, "only run the runtime floor bursts and print them")
+	flag.BoolVar(&o.floorOnly, "floor-only", false, "only run the runtime floor bursts (and the deletion floor) and print them")
 	flag.Parse()
 	for _, f := range strings.Split(floor, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -141,6 +141,11 @@ func main() {
 				log.Fatal(err)
 			}
 		}
+		for _, conc := range []int{o.delPods, 4, 1} {
+			if _, err := h.deletionFloor(context.Background(), o.delPods, conc); err != nil {
+				log.Fatal(err)
+			}
+		}
 		return
 	}
 	// The runtime alone, before the agents and again after them (the
@@ -155,6 +160,16 @@ func main() {
 			}
 			fl.When = when
 			res.Floor = append(res.Floor, fl)
+		}
+		if o.delPods > 0 {
+			for _, conc := range []int{o.delPods, 4, 1} {
+				df, err := h.deletionFloor(context.Background(), o.delPods, conc)
+				if err != nil {
+					log.Fatalf("deletion floor: %v", err)
+				}
+				df.When = when
+				res.DeletionFloor = append(res.DeletionFloor, df)
+			}
 		}
 	}
 	floors("before the agents")

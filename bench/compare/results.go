@@ -19,6 +19,9 @@ type Results struct {
 	Config  map[string]any    `json:"config"`
 	Agents  []*AgentResult    `json:"agents"`
 	Floor   []*Floor          `json:"floor,omitempty"`
+	// DeletionFloor: the deletion scenario's pods stopped by the runtime
+	// alone, every pod at once and one after the other.
+	DeletionFloor []*DeletionFloor `json:"deletionFloor,omitempty"`
 }
 
 // AgentResult is one agent's figures; slices hold one entry per repetition.
