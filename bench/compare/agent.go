@@ -175,7 +175,10 @@ func (h *harness) waitNodeReady(ctx context.Context, a *nodeagent.Proc, timeout 
 type procSample struct {
 	T      time.Time
 	RSSKiB int64
-	CPU    float64 // utime+stime, seconds
+	// AnonKiB and FileKiB split RSSKiB: anonymous memory (heap, stacks)
+	// and the mapped pages of files (mostly the agent's own binary).
+	AnonKiB, FileKiB int64
+	CPU              float64 // utime+stime, seconds
 }
 
 func readProc(pid int) (procSample, error) {
@@ -185,9 +188,17 @@ func readProc(pid int) (procSample, error) {
 		return s, err
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
 			s.RSSKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		case "RssAnon:":
+			s.AnonKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		case "RssFile:":
+			s.FileKiB, _ = strconv.ParseInt(f[1], 10, 64)
 		}
 	}
 	t, err := procTimes(pid)
@@ -267,12 +278,16 @@ func footprint(ps []procSample) Footprint {
 		return Footprint{}
 	}
 	f := Footprint{Seconds: ps[len(ps)-1].T.Sub(ps[0].T).Seconds(), CPUSeconds: ps[len(ps)-1].CPU - ps[0].CPU}
-	var sum int64
+	var sum, anon, file int64
 	for _, p := range ps {
 		sum += p.RSSKiB
+		anon += p.AnonKiB
+		file += p.FileKiB
 		f.RSSMaxMiB = max(f.RSSMaxMiB, float64(p.RSSKiB)/1024)
 	}
 	f.RSSMeanMiB = float64(sum) / float64(len(ps)) / 1024
+	f.AnonMeanMiB = float64(anon) / float64(len(ps)) / 1024
+	f.FileMeanMiB = float64(file) / float64(len(ps)) / 1024
 	f.RSSEndMiB = float64(ps[len(ps)-1].RSSKiB) / 1024
 	if f.Seconds > 0 {
 		f.CPUPercent = 100 * f.CPUSeconds / f.Seconds
@@ -286,7 +301,7 @@ func (h *harness) measureWindow(s *sampler, what string) Footprint {
 	from := time.Now()
 	time.Sleep(h.o.window)
 	f := footprint(s.between(from, time.Now()))
-	log.Printf("%s: RSS %.1f MiB, CPU %.2f s (%.2f %%)", what, f.RSSMeanMiB, f.CPUSeconds, f.CPUPercent)
+	log.Printf("%s: RSS %.1f MiB (anonymous %.1f, files %.1f), CPU %.2f s (%.2f %%)", what, f.RSSMeanMiB, f.AnonMeanMiB, f.FileMeanMiB, f.CPUSeconds, f.CPUPercent)
 	return f
 }
 

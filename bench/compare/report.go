@@ -91,6 +91,8 @@ func figures(r *Results) []figure {
 		{"agent RSS during the burst (max)", "MiB", burstFig(func(b *Burst) float64 { return b.Footprint.RSSMaxMiB })},
 		{"agent CPU during the burst (start -> all Ready)", "CPU-s", burstFig(func(b *Burst) float64 { return b.Footprint.CPUSeconds })},
 		{fmt.Sprintf("agent RSS steady, %d pods (mean)", burst), "MiB", burstFig(func(b *Burst) float64 { return b.Steady.RSSMeanMiB })},
+		{"same, of it anonymous (heap, stacks)", "MiB", burstFig(func(b *Burst) float64 { return nanIfZero(b.Steady.AnonMeanMiB) })},
+		{"same, of it mapped file pages (the binary)", "MiB", burstFig(func(b *Burst) float64 { return nanIfZero(b.Steady.FileMeanMiB) })},
 		{fmt.Sprintf("agent CPU steady, %d pods, per 60 s", burst), "CPU-s", burstFig(func(b *Burst) float64 { return per60(b.Steady) })},
 		{"restart: main process killed -> API shows it running, restartCount+1", "s", func(a *AgentResult) float64 { return median(a.RestartSeconds) }},
 		{fmt.Sprintf("deletion of %s pods, grace 0 -> all gone from the API", del), "s", func(a *AgentResult) float64 {

@@ -57,6 +57,10 @@ type Footprint struct {
 	RSSMeanMiB float64 `json:"rssMeanMiB"`
 	RSSMaxMiB  float64 `json:"rssMaxMiB"`
 	RSSEndMiB  float64 `json:"rssEndMiB"`
+	// The mean RSS split: anonymous memory (heap, stacks, the runtime's
+	// own) and mapped file pages (the binary's code and data, libraries).
+	AnonMeanMiB float64 `json:"rssAnonMeanMiB,omitempty"`
+	FileMeanMiB float64 `json:"rssFileMeanMiB,omitempty"`
 }
 
 // Burst is one startup burst of Pods pods created at once.

@@ -39,6 +39,7 @@ import (
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/machine"
+	"github.com/nodelet/nodelet/internal/memtrim"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/mirror"
 	"github.com/nodelet/nodelet/internal/nodestatus"
@@ -325,6 +326,13 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	}
 	goRun(func() { n.imageGC.Run(ctx) })
 	goRun(func() { n.runContainerGC(ctx) })
+	trim, err := memtrim.New(memtrim.Config{Clock: n.clock, Ready: func() bool {
+		return n.sourcesReady.Load() && (n.nodeStatus == nil || n.nodeStatus.Node() != nil)
+	}})
+	if err != nil {
+		return err
+	}
+	goRun(func() { trim.Run(ctx) })
 
 	housekeeping := n.clock.NewTicker(housekeepingPeriod)
 	defer housekeeping.Stop()
