@@ -33,6 +33,10 @@ CONTAINERD_DIR="$STACK_DIR/containerd"
 CONTAINERD_SOCK="$CONTAINERD_DIR/containerd.sock"
 CONTAINERD_PID="$CONTAINERD_DIR/containerd.pid"
 REGISTRY_PID="$STACK_DIR/registry/registry.pid"
+# containerd's Prometheus endpoint (/v1/metrics): its gRPC servers' call
+# counts by method, which the benchmarks read to count each agent's CRI
+# calls.
+CONTAINERD_METRICS_ADDR="${CONTAINERD_METRICS_ADDR:-127.0.0.1:35010}"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

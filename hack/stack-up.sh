@@ -195,6 +195,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [ttrpc]
   address = "$CONTAINERD_SOCK.ttrpc"
 
+[metrics]
+  address = "$CONTAINERD_METRICS_ADDR"
+
 [plugins."io.containerd.internal.v1.opt"]
   path = "$d/opt"
 
@@ -313,6 +316,7 @@ write_env() {
 # Written by make stack-up. Source it: . .stack/env
 export STACK_DIR="$STACK_DIR"
 export CONTAINER_RUNTIME_ENDPOINT="unix://$CONTAINERD_SOCK"
+export CONTAINERD_METRICS="http://$CONTAINERD_METRICS_ADDR/v1/metrics"
 export IMAGE_SERVICE_ENDPOINT="unix://$CONTAINERD_SOCK"
 export REGISTRY="$REGISTRY_ADDR"
 export PAUSE_IMAGE="$PAUSE_IMAGE"

@@ -85,8 +85,12 @@ func newHarness(o *options, env map[string]string) (*harness, error) {
 		return nil, fmt.Errorf("upstream kubelet: %w (hack/cluster/build.sh builds it)", err)
 	}
 	// Images pre-pulled: the burst measures the agents, not the registry.
+	// (Its own deadline: a cold build of nodelet above takes longer than
+	// the connections' 10 s.)
+	pctx, pcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer pcancel()
 	for _, ref := range []string{env["BUSYBOX_IMAGE"], env["PAUSE_IMAGE"]} {
-		if _, err := img.PullImage(ctx, &runtimeapi.ImageSpec{Image: ref}, nil, nil); err != nil {
+		if _, err := img.PullImage(pctx, &runtimeapi.ImageSpec{Image: ref}, nil, nil); err != nil {
 			return nil, fmt.Errorf("pre-pull %s: %w", ref, err)
 		}
 	}

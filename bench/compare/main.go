@@ -142,7 +142,15 @@ func main() {
 			}
 		}
 		for _, conc := range []int{o.delPods, 4, 1} {
+			if o.delPods == 0 {
+				break
+			}
 			if _, err := h.deletionFloor(context.Background(), o.delPods, conc); err != nil {
+				log.Fatal(err)
+			}
+		}
+		for _, requests := range []bool{false, true} {
+			if _, err := h.apiFloor(context.Background(), o.burst, requests); err != nil {
 				log.Fatal(err)
 			}
 		}
@@ -160,6 +168,16 @@ func main() {
 			}
 			fl.When = when
 			res.Floor = append(res.Floor, fl)
+		}
+		if o.direct {
+			for _, requests := range []bool{false, true} {
+				af, err := h.apiFloor(context.Background(), o.burst, requests)
+				if err != nil {
+					log.Fatalf("API floor: %v", err)
+				}
+				af.When = when
+				res.APIFloor = append(res.APIFloor, af)
+			}
 		}
 		if o.delPods > 0 {
 			for _, conc := range []int{o.delPods, 4, 1} {

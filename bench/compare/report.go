@@ -254,8 +254,9 @@ func writeReport(o *options, r *Results) error {
 	p("The machine's CPU by process, from the burst's first create to 5 s after its last pod was Ready")
 	p("(CPU-s; medians over the repetitions), for the scheduled burst and the one with spec.nodeName set:")
 	p("")
-	p("| process | scheduled: upstream | scheduled: nodelet | spec.nodeName: upstream | spec.nodeName: nodelet |")
-	p("|---|---|---|---|---|")
+	floor := bestFloor(r, burstPods(r))
+	p("| process | scheduled: upstream | scheduled: nodelet | spec.nodeName: upstream | spec.nodeName: nodelet | the runtime alone (floor) |")
+	p("|---|---|---|---|---|---|")
 	keys := []string{"containerd", "containerd-children", "containerd-shims", "containers", "kernel-threads", "irq", "kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager", "benchmark", "steal"}
 	what := map[string]string{
 		"agent":                   "the agent",
@@ -292,14 +293,40 @@ func writeReport(o *options, r *Results) error {
 		}
 		return valOr(b.OtherCPUSeconds, k)
 	}
+	// The floor's window runs from its first call to its last start (no
+	// 5 s after), with no agent and an idle control plane.
+	floorVal := func(k string) float64 {
+		if floor == nil || floor.CPUSeconds == nil {
+			return math.NaN()
+		}
+		switch k {
+		case "agent":
+			return 0
+		case "window":
+			return floor.AllSeconds + 5
+		case "rest":
+			rest := valOr(floor.CPUSeconds, "machine")
+			for _, k := range keys {
+				rest -= floor.CPUSeconds[k]
+			}
+			return rest
+		}
+		return valOr(floor.CPUSeconds, k)
+	}
 	for _, k := range append(append([]string{"agent"}, keys...), "rest", "machine", "window") {
 		sched := func(a *AgentResult) float64 { return medianOf(a.Bursts, func(b *Burst) float64 { return val(b, k) }) }
 		direct := func(a *AgentResult) float64 {
 			return medianOf(a.DirectBursts, func(b *Burst) float64 { return val(b, k) })
 		}
-		p("| %s | %s | %s | %s | %s |", what[k], num(sched(up)), num(sched(nl)), num(direct(up)), num(direct(nl)))
+		p("| %s | %s | %s | %s | %s | %s |", what[k], num(sched(up)), num(sched(nl)), num(direct(up)), num(direct(nl)), num(floorVal(k)))
+	}
+	if floor != nil {
+		p("")
+		p("The floor's column is its fastest burst of the same pods (below), from its first call to 5 s after")
+		p("its last start, with no agent and the control plane idle.")
 	}
 	writeAPI(p, up, nl)
+	writeCRI(p, up, nl, floor)
 	p("")
 	p("![startup latency CDF](%s)", filepath.Base(cdf))
 	p("")
@@ -387,16 +414,123 @@ func writeFloor(p func(string, ...any), r *Results, nl *AgentResult) {
 		p("every pod at once (\"at a time\" = all) is slower for the median pod than a few at a time:")
 		p("nodelet creates at most max(8, 2 x CPUs) sandboxes and containers at once, containers of")
 		p("pods already started first, sandboxes in all slots but one.")
-		if cp, cores := controlPlaneCPU(nl), cpus(r); cp > 0 {
-			p("")
-			p("With an agent, the control plane runs on the same %d cores: kube-apiserver, etcd, kube-scheduler", cores)
-			p("and kube-controller-manager used %s CPU-s during nodelet's bursts (median), and the runtime", num(cp))
-			p("was already using every core in the floor (see its machine-busy column). So with the API calls")
-			p("an agent makes for these pods (a token, status writes and events per pod, as upstream does too),")
-			p("the %d pods cannot all start here in less than about %s s (the floor's %s s + %s CPU-s / %d", best.Pods, num(best.AllSeconds+cp/float64(cores)), num(best.AllSeconds), num(cp), cores)
-			p("cores), before any work of the agent's own.")
+		writeBudget(p, r, best)
+	}
+}
+
+// bestAPIFloor is the API floor run, with or without a kubelet's
+// requests, whose control plane used the least CPU.
+func bestAPIFloor(r *Results, requests bool) *APIFloor {
+	var best *APIFloor
+	for _, f := range r.APIFloor {
+		if f.Requests == requests && (best == nil || controlPlaneSum(f.CPUSeconds) < controlPlaneSum(best.CPUSeconds)) {
+			best = f
 		}
 	}
+	return best
+}
+
+// runtimeKeys are the CPU groups that are the runtime's work.
+var runtimeKeys = []string{"containerd", "containerd-children", "containerd-shims", "containers", "kernel-threads", "irq"}
+
+// writeBudget splits the machine's CPU in each agent's direct burst into
+// what the runtime floor and the API floor need anyway and what the agent
+// adds (its own CPU, the control plane's work for its requests, the
+// runtime's work beyond the floor's), and derives two bounds: the runtime
+// floor plus the control plane's work for the creates (no agent can beat
+// it here), and plus the work for a kubelet's minimal requests as well (no
+// kubelet can), both on the same cores.
+func writeBudget(p func(string, ...any), r *Results, floor *Floor) {
+	api := bestAPIFloor(r, false)
+	if api == nil || floor.CPUSeconds == nil {
+		return
+	}
+	cores := float64(cpus(r))
+	sum := func(m map[string]float64, keys []string) float64 {
+		var s float64
+		for _, k := range keys {
+			s += m[k]
+		}
+		return s
+	}
+	rtFloor := sum(floor.CPUSeconds, runtimeKeys)
+	cpFloor := controlPlaneSum(api.CPUSeconds) + api.CPUSeconds["benchmark"]
+	bound := floor.AllSeconds + cpFloor/cores
+	p("")
+	p("What the agents add to the floors. The runtime's work (containerd, CNI plugins, shims and runc,")
+	p("the containers' setup, kernel threads, interrupts) in the floor burst above: %s CPU-s. The control", num(rtFloor))
+	p("plane's own work for the same %d creates with spec.nodeName set, to a node no agent serves, and", api.Pods)
+	p("this program's watch of them (the API floor, over the same window as a burst: from the first create")
+	p("to 5 s after the last): kube-apiserver %s, etcd %s, kube-controller-manager %s, kube-scheduler %s,", num(api.CPUSeconds["kube-apiserver"]),
+		num(api.CPUSeconds["etcd"]), num(api.CPUSeconds["kube-controller-manager"]), num(api.CPUSeconds["kube-scheduler"]))
+	p("this program %s: %s CPU-s. Both run on the same %d cores, which the runtime alone already keeps", num(api.CPUSeconds["benchmark"]), num(cpFloor), int(cores))
+	p("busy, so **no agent can have the %d pods Running here in less than about %s s** (the floor's", floor.Pods, num(bound))
+	p("%s s + %s CPU-s / %d cores), %.2f x the floor.", num(floor.AllSeconds), num(cpFloor), int(cores), bound/floor.AllSeconds)
+	cpKubelet := math.NaN()
+	if req := bestAPIFloor(r, true); req != nil {
+		// The node identity's own client stands in for an agent: its CPU
+		// is the agent's, not the control plane's.
+		cpKubelet = controlPlaneSum(req.CPUSeconds) + api.CPUSeconds["benchmark"]
+		kb := floor.AllSeconds + cpKubelet/cores
+		p("")
+		p("A kubelet cannot start a pod without some API requests of its own: a watch of its pods, the")
+		p("pod's service account token (its projected volume), one status write to Running, and the")
+		p("Pulled, Created and Started events `kubectl describe` shows (nodelet makes exactly these; the")
+		p("upstream kubelet makes more, see the API table). Made by this program as the node's identity,")
+		p("8 pods at a time, right after the same creates and with no agent (the API floor with a kubelet's")
+		p("requests, done %s s after the first create), the control plane used %s CPU-s (kube-apiserver %s,", num(req.RequestSeconds), num(cpKubelet),
+			num(req.CPUSeconds["kube-apiserver"]))
+		p("etcd %s), so **no kubelet can have them all Running here in less than about %s s**, %.2f x the", num(req.CPUSeconds["etcd"]), num(kb), kb/floor.AllSeconds)
+		p("runtime floor, before any work of its own.")
+	}
+	type row struct {
+		what string
+		get  func(b *Burst) float64
+	}
+	rows := []row{
+		{"the agent's own CPU", func(b *Burst) float64 { return b.Footprint.CPUSeconds }},
+		{"the runtime beyond the floor's", func(b *Burst) float64 { return sum(b.OtherCPUSeconds, runtimeKeys) - rtFloor }},
+		{"the control plane and this program beyond the API floor's", func(b *Burst) float64 {
+			return controlPlaneSum(b.OtherCPUSeconds) + b.OtherCPUSeconds["benchmark"] - cpFloor
+		}},
+	}
+	hasMin := !math.IsNaN(cpKubelet)
+	// col is the last column: the minimal requests' figure, or nothing
+	// without that API floor.
+	col := func(v float64) string {
+		if !hasMin {
+			return ""
+		}
+		return " " + num(v) + " |"
+	}
+	p("")
+	p("Beyond the floors, in the direct bursts (CPU-s, medians; \"the agent's share\" is their sum over")
+	p("the cores, the wall time it costs when both cores are busy):")
+	p("")
+	if hasMin {
+		p("| CPU-s beyond the floors | upstream kubelet | nodelet | a kubelet's minimal requests alone (API floor with them) |")
+		p("|---|---|---|---|")
+	} else {
+		p("| CPU-s beyond the floors | upstream kubelet | nodelet |")
+		p("|---|---|---|")
+	}
+	up, nl := agent(r, "upstream"), agent(r, "nodelet")
+	total := func(a *AgentResult) float64 {
+		var t float64
+		for _, rw := range rows {
+			t += directFig(rw.get)(a)
+		}
+		return t
+	}
+	minimal := []float64{math.NaN(), 0, cpKubelet - cpFloor}
+	for i, rw := range rows {
+		p("| %s | %s | %s |%s", rw.what, num(directFig(rw.get)(up)), num(directFig(rw.get)(nl)), col(minimal[i]))
+	}
+	p("| all of it | %s | %s |%s", num(total(up)), num(total(nl)), col(cpKubelet-cpFloor))
+	p("| the agent's share: all of it / %d cores (s) | %s | %s |%s", int(cores), num(total(up)/cores), num(total(nl)/cores), col((cpKubelet-cpFloor)/cores))
+	all := directFig(func(b *Burst) float64 { return b.AllRunningSeconds })
+	p("| the first bound + the agent's share (s) | %s | %s |%s", num(bound+total(up)/cores), num(bound+total(nl)/cores), col(bound+(cpKubelet-cpFloor)/cores))
+	p("| measured: first create -> all Running (s) | %s | %s |%s", num(all(up)), num(all(nl)), col(math.NaN()))
 }
 
 // bestDeletionFloor is the deletion floor run with every pod stopped at
@@ -475,16 +609,49 @@ func writeAPI(p func(string, ...any), up, nl *AgentResult) {
 	}
 }
 
-// controlPlaneCPU is the CPU seconds the control plane's processes used
-// during the agent's bursts (median over the repetitions).
-func controlPlaneCPU(a *AgentResult) float64 {
-	return medianOf(a.Bursts, func(b *Burst) float64 {
-		var sum float64
-		for _, k := range []string{"kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager"} {
-			sum += valOr(b.OtherCPUSeconds, k)
+// writeCRI reports the CRI calls containerd answered per pod started, by
+// method, for each agent's bursts and for the runtime floor.
+func writeCRI(p func(string, ...any), up, nl *AgentResult, floor *Floor) {
+	var all []map[string]float64
+	for _, a := range []*AgentResult{up, nl} {
+		for _, b := range append(append([]*Burst(nil), a.Bursts...), a.DirectBursts...) {
+			all = append(all, b.CRI)
 		}
-		return sum
-	})
+	}
+	if floor != nil {
+		all = append(all, floor.CRI)
+	}
+	methods := criMethods(all...)
+	if len(methods) == 1 {
+		return
+	}
+	perPodCRI := func(m string) func(*Burst) float64 {
+		return func(b *Burst) float64 {
+			if b.CRI == nil || b.Pods == 0 {
+				return math.NaN()
+			}
+			return b.CRI[m] / float64(b.Pods)
+		}
+	}
+	p("")
+	p("CRI calls per pod started (containerd's own count of the calls it answered, by method, over the")
+	p("same window as the API requests, divided by the pods; the agents' periodic relists of that window")
+	p("included; medians over the repetitions), and the floor's (the runtime alone, the same pods):")
+	p("")
+	p("| CRI calls per pod | scheduled: upstream | scheduled: nodelet | spec.nodeName: upstream | spec.nodeName: nodelet | the runtime alone (floor) |")
+	p("|---|---|---|---|---|---|")
+	for _, m := range methods {
+		fl := math.NaN()
+		if floor != nil && floor.CRI != nil && floor.Pods > 0 {
+			fl = floor.CRI[m] / float64(floor.Pods)
+		}
+		name := m
+		if m == criAll {
+			name = "all"
+		}
+		p("| %s | %s | %s | %s | %s | %s |", name, num(burstFig(perPodCRI(m))(up)), num(burstFig(perPodCRI(m))(nl)),
+			num(directFig(perPodCRI(m))(up)), num(directFig(perPodCRI(m))(nl)), num(fl))
+	}
 }
 
 // cpus is the machine's CPU count from the results (2 if unknown).

@@ -22,6 +22,9 @@ type Results struct {
 	// DeletionFloor: the deletion scenario's pods stopped by the runtime
 	// alone, every pod at once and one after the other.
 	DeletionFloor []*DeletionFloor `json:"deletionFloor,omitempty"`
+	// APIFloor: the control plane's own work for a direct burst's creates,
+	// with no agent.
+	APIFloor []*APIFloor `json:"apiFloor,omitempty"`
 }
 
 // AgentResult is one agent's figures; slices hold one entry per repetition.
@@ -80,6 +83,9 @@ type Burst struct {
 	RSSCurve          [][2]float64       `json:"rssCurve,omitempty"`
 	// API: the agent's requests during the burst by class (audit.go).
 	API map[string]float64 `json:"api,omitempty"`
+	// CRI: the CRI calls containerd answered during the burst (the same
+	// window as API), by method (cri.go).
+	CRI map[string]float64 `json:"cri,omitempty"`
 }
 
 // Stats of latencies in ms.

@@ -303,6 +303,7 @@ func (h *harness) burst(ctx context.Context, a *nodeagent.Proc, s *sampler, ns s
 	groupsBefore, busyBefore := groupCPU(others["containerd"]), machineBusy()
 	log.Printf("burst of %d pods (%s, direct %v)", n, prefix, direct)
 	auditFrom := h.auditOffset()
+	criBefore := h.criCalls()
 	start := time.Now()
 	if err := h.createAll(ctx, ns, tr, names, false, direct); err != nil {
 		return nil, err
@@ -350,10 +351,12 @@ func (h *harness) burst(ctx context.Context, a *nodeagent.Proc, s *sampler, ns s
 	// The API requests of the agent from the first create to 5 s after the
 	// last pod was Ready (the node's lease and status included, a handful).
 	b.API = h.apiRequests(auditFrom, start, time.Now())
+	// The CRI calls of the same window, before breakdown makes its own.
+	b.CRI = criDiff(criBefore, h.criCalls())
 	b.Breakdown = h.breakdown(ctx, ns, tr, names)
-	log.Printf("burst %s: running p50 %.0f p99 %.0f max %.0f ms, ready p50 %.0f ms, all running %.2f s, CPU %.2f s, RSS max %.1f MiB, API writes %v (status %v, events %v, tokens %v), reads %v",
+	log.Printf("burst %s: running p50 %.0f p99 %.0f max %.0f ms, ready p50 %.0f ms, all running %.2f s, CPU %.2f s, RSS max %.1f MiB, API writes %v (status %v, events %v, tokens %v), reads %v, CRI calls %v",
 		prefix, b.Running.P50, b.Running.P99, b.Running.Max, b.Ready.P50, b.AllRunningSeconds, b.Footprint.CPUSeconds, b.Footprint.RSSMaxMiB,
-		b.API[apiWrites], b.API[apiStatusPatches], b.API[apiEvents], b.API[apiTokens], b.API[apiReads])
+		b.API[apiWrites], b.API[apiStatusPatches], b.API[apiEvents], b.API[apiTokens], b.API[apiReads], b.CRI)
 	return b, nil
 }
 
