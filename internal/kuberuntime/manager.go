@@ -110,6 +110,21 @@ type Manager struct {
 	// backoffReported holds the exited containers whose back-off was
 	// already announced with a BackOff event: one event per crash.
 	backoffReported map[string]bool
+	// boxCache holds PodSandboxStatus answers keyed by sandbox ID; an
+	// entry is valid while ListPodSandbox reports the same state (a
+	// sandbox's status, its IPs included, does not change while its state
+	// does not).
+	boxCache map[string]*runtimeapi.PodSandboxStatus
+	// inRuntime: the pods the runtime had a sandbox or container of at
+	// the last relist (GetPods), or that this process is creating a
+	// sandbox for (inFlight) or finished creating one for since that
+	// relist began (created: when its RunPodSandbox returned). relisted:
+	// a relist succeeded once. A pod in none has nothing in the runtime
+	// (see GetPodStatus).
+	inRuntime map[types.UID]bool
+	inFlight  map[types.UID]int
+	created   map[types.UID]time.Time
+	relisted  bool
 }
 
 // New returns a Manager for cfg. It fails when cfg has no Runtime or
@@ -137,6 +152,10 @@ func New(cfg Config) (*Manager, error) {
 		clock:       cfg.Clock,
 		backoff:     flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, cfg.Clock),
 		statusCache: map[string]*kubecontainer.ContainerStatus{},
+		boxCache:    map[string]*runtimeapi.PodSandboxStatus{},
+		inRuntime:   map[types.UID]bool{},
+		inFlight:    map[types.UID]int{},
+		created:     map[types.UID]time.Time{},
 
 		backoffReported: map[string]bool{},
 	}, nil
@@ -148,6 +167,7 @@ func (m *Manager) Runtime() internalapi.RuntimeService { return m.rt }
 // GetPods lists every pod the runtime has, by the io.kubernetes.pod.uid label
 // of its sandboxes and containers. Two CRI calls.
 func (m *Manager) GetPods(ctx context.Context) ([]*kubecontainer.RunningPod, error) {
+	start := m.clock.Now()
 	sandboxes, err := m.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
@@ -186,26 +206,83 @@ func (m *Manager) GetPods(ctx context.Context) ([]*kubecontainer.RunningPod, err
 	for _, p := range pods {
 		out = append(out, p)
 	}
-	m.pruneStatusCache(containers)
+	m.pruneStatusCache(sandboxes, containers)
+	m.relistedPods(pods, start)
 	return out, nil
+}
+
+// relistedPods records which pods the relist that began at start found in
+// the runtime. Pods whose sandbox this process is creating, or finished
+// creating after the relist began, stay known: the runtime lists a sandbox
+// only once its RunPodSandbox returned.
+func (m *Manager) relistedPods(pods map[types.UID]*kubecontainer.RunningPod, start time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inRuntime = make(map[types.UID]bool, len(pods)+len(m.inFlight)+len(m.created))
+	for uid := range pods {
+		m.inRuntime[uid] = true
+	}
+	for uid := range m.inFlight {
+		m.inRuntime[uid] = true
+	}
+	for uid, at := range m.created {
+		if at.Before(start) {
+			delete(m.created, uid)
+			continue
+		}
+		m.inRuntime[uid] = true
+	}
+	m.relisted = true
+}
+
+// creatingSandbox records that this process calls RunPodSandbox for the
+// pod with uid; the returned func records its return.
+func (m *Manager) creatingSandbox(uid types.UID) (done func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inFlight[uid]++
+	m.inRuntime[uid] = true
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.inFlight[uid]--; m.inFlight[uid] <= 0 {
+			delete(m.inFlight, uid)
+		}
+		m.created[uid] = m.clock.Now()
+		m.inRuntime[uid] = true
+	}
+}
+
+// knownEmpty tells whether the runtime has nothing of the pod with uid: a
+// relist succeeded, did not find it, and this process is not creating and
+// has not created a sandbox for it since that relist began. Only this process creates sandboxes with its pods' UIDs,
+// and whatever an earlier one left is in every relist.
+func (m *Manager) knownEmpty(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.relisted && !m.inRuntime[uid]
 }
 
 // GetPodStatus reads what the runtime has for the pod with uid.
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubecontainer.PodStatus, error) {
 	status := &kubecontainer.PodStatus{UID: uid, Name: name, Namespace: namespace}
+	if m.knownEmpty(uid) {
+		// A new pod: nothing to ask the runtime about.
+		return status, nil
+	}
 	sandboxes, err := m.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{PodUIDLabel: string(uid)}})
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
 	}
 	for _, s := range sandboxes {
-		resp, err := m.rt.PodSandboxStatus(ctx, s.Id, false)
+		st, err := m.sandboxStatus(ctx, s)
 		if err != nil {
 			if isNotFound(err) {
 				continue
 			}
-			return nil, fmt.Errorf("pod sandbox status %s: %w", s.Id, err)
+			return nil, err
 		}
-		status.Sandboxes = append(status.Sandboxes, resp.Status)
+		status.Sandboxes = append(status.Sandboxes, st)
 	}
 	sortSandboxes(status.Sandboxes)
 	if status.SandboxReady() {
@@ -228,6 +305,33 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	}
 	sortContainers(status.Containers)
 	return status, nil
+}
+
+// sandboxStatus is the runtime's status of the listed sandbox s, asked only
+// when its state changed since the last answer.
+func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (*runtimeapi.PodSandboxStatus, error) {
+	m.mu.Lock()
+	cached := m.boxCache[s.Id]
+	m.mu.Unlock()
+	if cached != nil && cached.State == s.State {
+		return cached, nil
+	}
+	resp, err := m.rt.PodSandboxStatus(ctx, s.Id, false)
+	if err != nil {
+		return nil, fmt.Errorf("pod sandbox status %s: %w", s.Id, err)
+	}
+	if resp.GetStatus() == nil {
+		return nil, fmt.Errorf("pod sandbox status %s: empty answer", s.Id)
+	}
+	m.keepSandboxStatus(resp.Status)
+	return resp.Status, nil
+}
+
+// keepSandboxStatus caches a sandbox's status (see boxCache).
+func (m *Manager) keepSandboxStatus(st *runtimeapi.PodSandboxStatus) {
+	m.mu.Lock()
+	m.boxCache[st.Id] = st
+	m.mu.Unlock()
 }
 
 func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*kubecontainer.ContainerStatus, error) {
@@ -288,13 +392,22 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 	return cs, nil
 }
 
-// pruneStatusCache drops entries of containers the runtime no longer lists.
-func (m *Manager) pruneStatusCache(all []*runtimeapi.Container) {
-	live := make(map[string]bool, len(all))
+// pruneStatusCache drops entries of sandboxes and containers the runtime no
+// longer lists.
+func (m *Manager) pruneStatusCache(boxes []*runtimeapi.PodSandbox, all []*runtimeapi.Container) {
+	live := make(map[string]bool, len(boxes)+len(all))
+	for _, s := range boxes {
+		live[s.Id] = true
+	}
 	for _, c := range all {
 		live[c.Id] = true
 	}
 	m.mu.Lock()
+	for id := range m.boxCache {
+		if !live[id] {
+			delete(m.boxCache, id)
+		}
+	}
 	for id := range m.statusCache {
 		if !live[id] {
 			delete(m.statusCache, id)

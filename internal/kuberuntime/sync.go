@@ -84,7 +84,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 				err = m.gate.acquire(ctx, false)
 			}
 			if err == nil {
+				created := m.creatingSandbox(pod.UID)
 				id, err = m.rt.RunPodSandbox(ctx, sandboxCfg, handler)
+				created()
 				if gated {
 					m.gate.release(false)
 				}
@@ -102,6 +104,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		st, err := m.rt.PodSandboxStatus(ctx, id, false)
 		if err != nil {
 			return res, fmt.Errorf("pod sandbox status: %w", err)
+		}
+		if st.GetStatus() != nil {
+			// The next GetPodStatus lists the sandbox in this state.
+			m.keepSandboxStatus(st.Status)
 		}
 		podIPs = sandboxIPs(st.GetStatus())
 	}

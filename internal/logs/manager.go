@@ -92,6 +92,13 @@ type Manager struct {
 	clock clock.WithTicker
 	cfg   Config
 	locks keyedLocks
+
+	// paths holds the log path of each running container seen (a
+	// container's log path never changes; "" logs nowhere), so a pass asks
+	// the runtime for the status of new containers only. Entries of
+	// containers no longer running are dropped at each pass.
+	mu    sync.Mutex
+	paths map[string]string
 }
 
 // New returns a Manager for cfg. It fails without cfg.Runtime or on an
@@ -107,7 +114,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Manager{rs: cfg.Runtime, clock: cfg.Clock, cfg: cfg}, nil
+	return &Manager{rs: cfg.Runtime, clock: cfg.Clock, cfg: cfg, paths: map[string]string{}}, nil
 }
 
 // enabled tells whether log rotation is on.
@@ -150,6 +157,7 @@ func (m *Manager) RotateOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing running containers: %w", err)
 	}
+	m.forgetPaths(containers)
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -188,34 +196,84 @@ feed:
 	return errors.Join(errs...)
 }
 
+// forgetPaths drops the cached log paths of containers not in running.
+func (m *Manager) forgetPaths(running []*runtimeapi.Container) {
+	live := make(map[string]bool, len(running))
+	for _, c := range running {
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			live[c.GetId()] = true
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.paths {
+		if !live[id] {
+			delete(m.paths, id)
+		}
+	}
+}
+
+// logPath is the log path of the running container id ("" when it logs
+// nowhere); running is false when it stopped or was removed since the list.
+// The runtime is asked once per container.
+func (m *Manager) logPath(ctx context.Context, id string) (path string, running bool, err error) {
+	m.mu.Lock()
+	path, ok := m.paths[id]
+	m.mu.Unlock()
+	if ok {
+		return path, true, nil
+	}
+	resp, err := m.rs.ContainerStatus(ctx, id, false)
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			// Removed since the list: nothing to rotate.
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("getting status: %w", err)
+	}
+	st := resp.GetStatus()
+	if st == nil {
+		return "", false, errors.New("runtime returned no container status")
+	}
+	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		// Exited since the list: it writes no more.
+		return "", false, nil
+	}
+	m.mu.Lock()
+	m.paths[id] = st.GetLogPath()
+	m.mu.Unlock()
+	return st.GetLogPath(), true, nil
+}
+
+// stopped tells whether container id no longer runs (a reopen failing
+// because it exited since the list is no failure of the rotation).
+func (m *Manager) stopped(ctx context.Context, id string) bool {
+	resp, err := m.rs.ContainerStatus(ctx, id, false)
+	if status.Code(err) == codes.NotFound {
+		return true
+	}
+	return err == nil && resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING
+}
+
 // processContainer rotates the log of one container if it is big enough.
 func (m *Manager) processContainer(ctx context.Context, id string) error {
 	unlock := m.locks.lock(id)
 	defer unlock()
 
-	resp, err := m.rs.ContainerStatus(ctx, id, false)
-	if err != nil {
-		if status.Code(err) == codes.NotFound {
-			// Removed since the list: nothing to rotate.
-			return nil
-		}
-		return fmt.Errorf("getting status: %w", err)
+	path, running, err := m.logPath(ctx, id)
+	if err != nil || !running || path == "" {
+		// Exited since the list, or logs nowhere.
+		return err
 	}
-	st := resp.GetStatus()
-	if st == nil {
-		return errors.New("runtime returned no container status")
-	}
-	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || st.GetLogPath() == "" {
-		// Exited since the list (it writes no more), or logs nowhere.
-		return nil
-	}
-	path := st.GetLogPath()
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Lost, e.g. a rename back that failed: have the runtime recreate
 		// it, as upstream does.
 		klog.FromContext(ctx).V(2).Info("Container log is missing; reopening it", "containerID", id, "path", path)
 		if err := m.rs.ReopenContainerLog(ctx, id); err != nil {
+			if m.stopped(ctx, id) {
+				return nil
+			}
 			return fmt.Errorf("log %s is missing and reopening it failed: %w", path, err)
 		}
 		info, err = os.Stat(path)
@@ -273,6 +331,10 @@ func (m *Manager) rotate(ctx context.Context, id, path string, size int64) error
 		// still writes to it through its open descriptor.
 		if rerr := os.Rename(target, path); rerr != nil {
 			return errors.Join(err, fmt.Errorf("renaming rotated log back (its content now lives in %s): %w", target, rerr))
+		}
+		if m.stopped(ctx, id) {
+			// Exited since the list: its log is complete as it is.
+			return nil
 		}
 		return err
 	}

@@ -44,6 +44,8 @@ type fakeRuntime struct {
 	reopened   []string
 	// statusHook, when set, runs inside ContainerStatus without the lock.
 	statusHook func()
+	// statusCalls counts ContainerStatus calls.
+	statusCalls map[string]int
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -80,6 +82,10 @@ func (f *fakeRuntime) ContainerStatus(_ context.Context, id string, _ bool) (*ru
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.statusCalls == nil {
+		f.statusCalls = map[string]int{}
+	}
+	f.statusCalls[id]++
 	if f.statusErr != nil {
 		return nil, f.statusErr
 	}
@@ -758,5 +764,77 @@ func TestConcurrentCleanAndRotate(t *testing.T) {
 	// rotated exactly once however the passes interleave.
 	if got := slices.Sorted(slices.Values(rs.reopenCalls())); !slices.Equal(got, ids) {
 		t.Errorf("reopened %v, want each of %v once", got, ids)
+	}
+}
+
+// A container's log path is asked of the runtime once, not at every pass;
+// a container that stops and a new one are seen at the next pass.
+func TestLogPathAskedOnce(t *testing.T) {
+	dir := t.TempDir()
+	rs := newFakeRuntime()
+	rs.add("a", running, filepath.Join(dir, "a.log"))
+	writeFiles(t, dir, map[string]string{"a.log": "x"})
+	clk := testingclock.NewFakeClock(t0)
+	m, err := New(Config{Runtime: rs, Clock: clk, MaxSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		if err := m.RotateOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rs.statusCalls["a"]; n != 1 {
+		t.Errorf("3 passes asked the status of a %d times, want 1", n)
+	}
+	// Its log grows: rotated with the path kept from the first pass.
+	writeFiles(t, dir, map[string]string{"a.log": "12345"})
+	if err := m.RotateOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.reopenCalls(); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("reopened %v, want a", got)
+	}
+	// a stops, b starts: a is forgotten, b asked once.
+	rs.add("a", exited, filepath.Join(dir, "a.log"))
+	rs.add("b", running, filepath.Join(dir, "b.log"))
+	writeFiles(t, dir, map[string]string{"b.log": "x"})
+	for range 2 {
+		if err := m.RotateOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rs.statusCalls["b"] != 1 || len(m.paths) != 1 || m.paths["b"] == "" {
+		t.Errorf("after a stopped and b started: b asked %d times, paths kept %v", rs.statusCalls["b"], m.paths)
+	}
+}
+
+// A container that exits between the list and its rotation: the failed
+// reopen is no error, the log is back where it was.
+func TestRotationOfContainerThatExited(t *testing.T) {
+	dir := t.TempDir()
+	rs := newFakeRuntime()
+	logPath := filepath.Join(dir, "a.log")
+	rs.add("a", running, logPath)
+	writeFiles(t, dir, map[string]string{"a.log": "x"})
+	m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0), MaxSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.RotateOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"a.log": "12345"})
+	// The list still shows it running (the path is cached), the runtime
+	// refuses the reopen: it exited meanwhile.
+	rs.reopenErr["a"] = status.Error(codes.FailedPrecondition, "container is not running")
+	rs.statusHook = func() { rs.add("a", exited, logPath); rs.statusHook = nil }
+	if err := m.RotateOnce(ctx); err != nil {
+		t.Errorf("rotation of a container that exited meanwhile: %v", err)
+	}
+	if got := readFiles(t, dir); !maps.Equal(got, map[string]string{"a.log": "12345"}) {
+		t.Errorf("files: %q, want the log back in place", got)
 	}
 }
