@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -403,21 +404,9 @@ func (m *Manager) pruneStatusCache(boxes []*runtimeapi.PodSandbox, all []*runtim
 		live[c.Id] = true
 	}
 	m.mu.Lock()
-	for id := range m.boxCache {
-		if !live[id] {
-			delete(m.boxCache, id)
-		}
-	}
-	for id := range m.statusCache {
-		if !live[id] {
-			delete(m.statusCache, id)
-		}
-	}
-	for id := range m.backoffReported {
-		if !live[id] {
-			delete(m.backoffReported, id)
-		}
-	}
+	maps.DeleteFunc(m.boxCache, func(id string, _ *runtimeapi.PodSandboxStatus) bool { return !live[id] })
+	maps.DeleteFunc(m.statusCache, func(id string, _ *kubecontainer.ContainerStatus) bool { return !live[id] })
+	maps.DeleteFunc(m.backoffReported, func(id string, _ bool) bool { return !live[id] })
 	m.mu.Unlock()
 }
 
