@@ -700,11 +700,21 @@ func writeTargets(p func(string, ...any), r *Results, up, nl *AgentResult) {
 	p("")
 	p("| target | this run | verdict |")
 	p("|---|---|---|")
-	if floor := bestFloor(r, n); floor != nil {
-		x := all(nl) / floor.AllSeconds
-		p("| first create -> all %d Running <= 1.1 x the runtime floor (%s s) | %.2f x (%s s) | %s |", n, num(floor.AllSeconds), x, num(all(nl)), verdict(x <= 1.1))
+	// What no kubelet can beat here (writeBudget): the runtime floor plus
+	// the control plane's work for the creates and a kubelet's minimal
+	// requests, on the same cores.
+	allNote, p99Note := "", ""
+	floor := bestFloor(r, n)
+	if api, req := bestAPIFloor(r, false), bestAPIFloor(r, true); floor != nil && api != nil && req != nil {
+		cp := (controlPlaneSum(req.CPUSeconds) + api.CPUSeconds["benchmark"]) / float64(cpus(r))
+		allNote = fmt.Sprintf(" (any kubelet: at least %.2f x)", (floor.AllSeconds+cp)/floor.AllSeconds)
+		p99Note = fmt.Sprintf(" (any kubelet: at least %.2f)", (floor.Started.P99/1000+cp)/(p99(up)/1000))
 	}
-	p("| create -> Running p99 <= 0.5 x | %.2f | %s |", ratio(p99), verdict(ratio(p99) <= 0.5))
+	if floor != nil {
+		x := all(nl) / floor.AllSeconds
+		p("| first create -> all %d Running <= 1.1 x the runtime floor (%s s) | %.2f x (%s s)%s | %s |", n, num(floor.AllSeconds), x, num(all(nl)), allNote, verdict(x <= 1.1))
+	}
+	p("| create -> Running p99 <= 0.5 x | %.2f%s | %s |", ratio(p99), p99Note, verdict(ratio(p99) <= 0.5))
 	p("| create -> Running p50 <= 0.35 x | %.2f | %s |", ratio(p50), verdict(ratio(p50) <= 0.35))
 	p("| API writes per pod start <= upstream's | %s vs %s | %s |", num(writes(nl)), num(writes(up)), verdict(writes(nl) <= writes(up)))
 	p("| pod status writes per uneventful pod start <= 1 | %s | %s |", num(status(nl)), verdict(status(nl) <= 1))

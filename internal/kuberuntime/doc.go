@@ -8,6 +8,9 @@
 // Everything it creates carries the io.kubernetes.* labels and annotations
 // the upstream kubelet writes, so crictl and other tools understand it and a
 // restarted nodelet adopts what it finds. The Manager keeps no per-pod state
-// of its own except the restart back-off; callers serialize calls per pod
-// (the pod workers do).
+// of its own except the restart back-off and what spares runtime reads: the
+// statuses of containers and sandboxes (valid while the runtime lists them
+// in the same state) and which pods the last relist found or a sandbox is
+// being created for (a pod in neither has nothing in the runtime). Callers
+// serialize calls per pod (the pod workers do).
 package kuberuntime
