@@ -256,8 +256,9 @@ func (m *Manager) creatingSandbox(uid types.UID) (done func()) {
 
 // knownEmpty tells whether the runtime has nothing of the pod with uid: a
 // relist succeeded, did not find it, and this process is not creating and
-// has not created a sandbox for it since that relist began. Only this process creates sandboxes with its pods' UIDs,
-// and whatever an earlier one left is in every relist.
+// has not created a sandbox for it since that relist began. Only this
+// process creates sandboxes with its pods' UIDs, and whatever an earlier
+// one left is in every relist.
 func (m *Manager) knownEmpty(uid types.UID) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
