@@ -478,10 +478,11 @@ func writeBudget(p func(string, ...any), r *Results, floor *Floor) {
 		p("Pulled, Created and Started events `kubectl describe` shows (nodelet makes exactly these; the")
 		p("upstream kubelet makes more, see the API table). Made by this program as the node's identity,")
 		p("8 pods at a time, right after the same creates and with no agent (the API floor with a kubelet's")
-		p("requests, done %s s after the first create), the control plane used %s CPU-s (kube-apiserver %s,", num(req.RequestSeconds), num(cpKubelet),
-			num(req.CPUSeconds["kube-apiserver"]))
-		p("etcd %s), so **no kubelet can have them all Running here in less than about %s s**, %.2f x the", num(req.CPUSeconds["etcd"]), num(kb), kb/floor.AllSeconds)
-		p("runtime floor, before any work of its own.")
+		p("requests, done %s s after the first create), the control plane used %s CPU-s (kube-apiserver %s,", num(req.RequestSeconds),
+			num(controlPlaneSum(req.CPUSeconds)), num(req.CPUSeconds["kube-apiserver"]))
+		p("etcd %s), so **no kubelet can have them all Running here in less than about %s s** (the floor's", num(req.CPUSeconds["etcd"]), num(kb))
+		p("%s s + %s CPU-s with the creates' client / %d cores), %.2f x the runtime floor, before any work", num(floor.AllSeconds), num(cpKubelet), int(cores), kb/floor.AllSeconds)
+		p("of its own.")
 	}
 	type row struct {
 		what string
