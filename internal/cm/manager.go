@@ -38,6 +38,11 @@ const (
 	// an orphan. Another agent sharing the tree (a second nodelet on the
 	// machine) may have just made it for a sandbox about to start.
 	OrphanGrace = time.Minute
+	// OrphanRescan is how often the orphan sweep reads the whole pod tree
+	// when nothing says a pod's cgroups were left behind (RemovePod failed,
+	// a pod this process configured went away without it, the last sweep
+	// left some): what another agent sharing the tree may leave.
+	OrphanRescan = time.Minute
 	// resourcePID is the capacity and reservation name of process IDs.
 	resourcePID v1.ResourceName = "pid"
 )
@@ -108,6 +113,9 @@ type Manager struct {
 	// cgroup: kubepods/burstable gets their sum as shares, as upstream.
 	burstable       map[types.UID]int64
 	burstableShares int64
+	// sweepAt is when CleanupOrphans next reads the pod tree (zero: at its
+	// next call).
+	sweepAt time.Time
 }
 
 // New returns a Manager for cfg on the machine of cfg.Machine. It changes
@@ -643,6 +651,7 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	defer m.mu.Unlock()
 	dirs := m.podDirs(uid)
 	if err := m.removeLocked(uid, dirs); err != nil {
+		m.sweepAt = time.Time{} // left to the next sweep
 		return err
 	}
 	m.forgetLocked(ctx, uid)
@@ -711,22 +720,33 @@ func procsIn(dir string) []string {
 // CleanupOrphans removes the cgroups of pods keep does not want: those
 // holding no process and not changed for OrphanGrace (what a failed
 // RemovePod, or a pod removed while nodelet was down, leaves). It returns
-// the pods whose cgroups were removed.
+// the pods whose cgroups were removed. It reads the tree (a directory per
+// hierarchy and QoS class, dozens on cgroup v1) only when cgroups may have
+// been left: at its first call, after a failed RemovePod, when a pod it
+// configured is no longer kept, while the last sweep left some, and
+// otherwise every OrphanRescan.
 func (m *Manager) CleanupOrphans(ctx context.Context, keep func(types.UID) bool) ([]types.UID, error) {
 	if !m.cfg.CgroupsPerQOS {
 		return nil, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	left := false
 	for uid := range m.ensured {
 		if !keep(uid) {
 			m.forgetLocked(ctx, uid)
+			left = true
 		}
 	}
 	for uid := range m.burstable {
 		if !keep(uid) {
 			m.forgetLocked(ctx, uid)
+			left = true
 		}
+	}
+	now := m.cfg.Clock.Now()
+	if !left && now.Before(m.sweepAt) {
+		return nil, nil
 	}
 	found := map[types.UID][]string{}
 	var order []types.UID
@@ -751,23 +771,31 @@ func (m *Manager) CleanupOrphans(ctx context.Context, keep func(types.UID) bool)
 			}
 		}
 	}
-	now := m.cfg.Clock.Now()
 	var removed []types.UID
 	var errs []error
+	pending := false
 	for _, uid := range order {
 		dirs := found[uid]
-		if keep(uid) || m.youngerThan(dirs, now.Add(-OrphanGrace)) {
+		if keep(uid) {
+			continue
+		}
+		if m.youngerThan(dirs, now.Add(-OrphanGrace)) {
+			pending = true
 			continue
 		}
 		err := m.removeLocked(uid, dirs)
-		if errors.Is(err, ErrNotEmpty) {
-			continue
-		}
 		if err != nil {
-			errs = append(errs, err)
+			pending = true
+			if !errors.Is(err, ErrNotEmpty) {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		removed = append(removed, uid)
+	}
+	m.sweepAt = now.Add(OrphanRescan)
+	if pending {
+		m.sweepAt = time.Time{}
 	}
 	return removed, errors.Join(errs...)
 }

@@ -426,6 +426,93 @@ func TestCleanupOrphans(t *testing.T) {
 	}
 }
 
+// The orphan sweep reads the tree at its first call, then only when cgroups
+// may have been left (a pod it configured no longer kept, a failed
+// RemovePod, a sweep that left some) or OrphanRescan after the last.
+func TestOrphanSweepSchedule(t *testing.T) {
+	ctx := context.Background()
+	k := newFakeKernel(t, false)
+	clk := testingclock.NewFakePassiveClock(time.Now().Add(2 * OrphanGrace))
+	newM := func() *Manager {
+		m := newManager(t, k, func(c *Config) { c.Clock = clk })
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// Another agent's pod (or an earlier process's): this Manager never
+	// configured it.
+	other := newM()
+	otherParent, err := other.EnsurePod(ctx, bestEffortPod("other-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newM()
+	parent, err := m.EnsurePod(ctx, guaranteedPod("mine-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wanted := map[types.UID]bool{"other-1": true, "mine-2": true}
+	keep := func(uid types.UID) bool { return wanted[uid] }
+	sweep := func(step time.Duration) []types.UID {
+		t.Helper()
+		clk.SetTime(clk.Now().Add(step))
+		removed, err := m.CleanupOrphans(ctx, keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return removed
+	}
+	gone := func(parent string) bool {
+		for _, h := range k.hierarchyDirs() {
+			if k.exists(filepath.Join(h, parent)) {
+				return false
+			}
+		}
+		return true
+	}
+	if got := sweep(0); len(got) != 0 {
+		t.Fatalf("first sweep removed %v, every pod is kept", got)
+	}
+	delete(wanted, "other-1")
+	if got := sweep(2 * time.Second); len(got) != 0 || gone(otherParent) {
+		t.Errorf("a sweep before OrphanRescan read the tree: removed %v", got)
+	}
+	if got := sweep(OrphanRescan); len(got) != 1 || got[0] != "other-1" || !gone(otherParent) {
+		t.Errorf("the sweep OrphanRescan later removed %v, want [other-1]", got)
+	}
+
+	// A pod this Manager configured is no longer kept: swept at once.
+	delete(wanted, "mine-2")
+	if got := sweep(2 * time.Second); len(got) != 1 || got[0] != "mine-2" || !gone(parent) {
+		t.Errorf("a configured pod no longer kept: removed %v, want [mine-2]", got)
+	}
+
+	// A failed RemovePod: swept at the next call, and at each one after
+	// while the cgroup stays busy.
+	parent, err = m.EnsurePod(ctx, burstablePod("busy-3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wanted["busy-3"] = true
+	sweep(0)
+	procs := filepath.Join(k.hierarchyDirs()[0], parent, "cgroup.procs")
+	k.write(procs, "77\n")
+	if err := m.RemovePod(ctx, "busy-3"); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("RemovePod of a busy cgroup: %v", err)
+	}
+	delete(wanted, "busy-3")
+	for range 2 {
+		if got := sweep(2 * time.Second); len(got) != 0 {
+			t.Fatalf("a busy cgroup removed: %v", got)
+		}
+	}
+	k.write(procs, "")
+	if got := sweep(2 * time.Second); len(got) != 1 || got[0] != "busy-3" || !gone(parent) {
+		t.Errorf("once empty, the cgroup RemovePod left: removed %v, want [busy-3]", got)
+	}
+}
+
 func TestSystemdNames(t *testing.T) {
 	k := newFakeKernel(t, false)
 	m := newManager(t, k, func(c *Config) { c.Driver = DriverSystemd })
