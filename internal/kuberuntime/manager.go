@@ -126,6 +126,11 @@ type Manager struct {
 	inFlight  map[types.UID]int
 	created   map[types.UID]time.Time
 	relisted  bool
+	// listed is what the last relist found of each pod, listedAt when that
+	// relist began (see GetPodStatusNewerThan). The relist's own objects,
+	// never changed once stored.
+	listed   map[types.UID]*kubecontainer.RunningPod
+	listedAt time.Time
 }
 
 // New returns a Manager for cfg. It fails when cfg has no Runtime or
@@ -234,6 +239,7 @@ func (m *Manager) relistedPods(pods map[types.UID]*kubecontainer.RunningPod, sta
 		m.inRuntime[uid] = true
 	}
 	m.relisted = true
+	m.listed, m.listedAt = pods, start
 }
 
 // creatingSandbox records that this process calls RunPodSandbox for the
@@ -276,6 +282,40 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
 	}
+	containers, err := m.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{PodUIDLabel: string(uid)}})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	return m.statusOf(ctx, status, sandboxes, containers)
+}
+
+// GetPodStatusNewerThan is the pod's status as GetPodStatus reads it, from
+// the last relist's lists when that relist began after t, so that it shows
+// everything done to the pod before t; otherwise from the runtime. A pod
+// worker passes the end of the pod's previous sync, as upstream's workers
+// read its PLEG cache (GetNewerThan): a periodic resync of a running pod
+// then asks the runtime nothing, where it listed the pod's sandboxes and
+// containers (two filtered lists, every pod every minute).
+func (m *Manager) GetPodStatusNewerThan(ctx context.Context, uid types.UID, name, namespace string, t time.Time) (*kubecontainer.PodStatus, error) {
+	m.mu.Lock()
+	rp, fresh := m.listed[uid], m.relisted && m.listedAt.After(t)
+	m.mu.Unlock()
+	if !fresh {
+		return m.GetPodStatus(ctx, uid, name, namespace)
+	}
+	status := &kubecontainer.PodStatus{UID: uid, Name: name, Namespace: namespace}
+	if rp == nil {
+		// Nothing in the runtime when the relist began, and nothing done
+		// to the pod since t.
+		return status, nil
+	}
+	return m.statusOf(ctx, status, rp.Sandboxes, rp.Containers)
+}
+
+// statusOf fills status with the listed sandboxes and containers of its
+// pod, asking the runtime the status of those whose state changed since
+// its last answer.
+func (m *Manager) statusOf(ctx context.Context, status *kubecontainer.PodStatus, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) (*kubecontainer.PodStatus, error) {
 	for _, s := range sandboxes {
 		st, err := m.sandboxStatus(ctx, s)
 		if err != nil {
@@ -289,11 +329,6 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	sortSandboxes(status.Sandboxes)
 	if status.SandboxReady() {
 		status.IPs = sandboxIPs(status.Sandboxes[0])
-	}
-
-	containers, err := m.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{PodUIDLabel: string(uid)}})
-	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
 	}
 	for _, c := range containers {
 		cs, err := m.containerStatus(ctx, c)

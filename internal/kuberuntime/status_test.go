@@ -3,6 +3,7 @@ package kuberuntime
 import (
 	"context"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -123,5 +124,91 @@ func TestRelistKeepsPodsBeingCreated(t *testing.T) {
 	}
 	if len(m.created)+len(m.inFlight) != 0 {
 		t.Errorf("entries older than the relist kept: created %v, in flight %v", m.created, m.inFlight)
+	}
+}
+
+// A status newer than a time the last relist began after comes from that
+// relist's lists: no list is asked, only the status of what changed state;
+// one newer than the relist asks the runtime.
+func TestStatusNewerThanRelist(t *testing.T) {
+	ctx := context.Background()
+	m, rt, clk := newTestManager(t)
+	pod := testPod(v1.RestartPolicyAlways, nil, "c")
+	if _, err := m.GetPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SyncPod(ctx, pod, st, PodEnv{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	syncEnd := clk.Now()
+	clk.Step(time.Second)
+	if _, err := m.GetPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls(rt)
+
+	// The relist began after the sync's end: answered from it.
+	st, err = m.GetPodStatusNewerThan(ctx, pod.UID, pod.Name, pod.Namespace, syncEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(rt); len(got) != 0 {
+		t.Errorf("status newer than a relist's start: calls %v, want none", got)
+	}
+	if !st.SandboxReady() || len(st.IPs) == 0 || st.Latest("c") == nil || st.Latest("c").State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("status from the relist: %+v", st)
+	}
+
+	// The container exits; the relist's lists still say running, so a
+	// status newer than the relist asks the runtime, and the next relist
+	// answers with the exit, asking only the exited container's status.
+	rt.Lock()
+	for _, c := range rt.Containers {
+		c.State = runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	rt.Unlock()
+	clk.Step(time.Second)
+	st, err = m.GetPodStatusNewerThan(ctx, pod.UID, pod.Name, pod.Namespace, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(rt); count(got, "ListPodSandbox") != 1 || count(got, "ListContainers") != 1 || st.Latest("c").State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Errorf("status newer than the relist: calls %v, container %v; want the lists asked and the exit seen", got, st.Latest("c").State)
+	}
+	asked := clk.Now()
+	clk.Step(time.Second)
+	if _, err := m.GetPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls(rt)
+	rt.Lock()
+	for _, c := range rt.Containers {
+		c.State = runtimeapi.ContainerState_CONTAINER_RUNNING // not what the relist saw
+	}
+	rt.Unlock()
+	st, err = m.GetPodStatusNewerThan(ctx, pod.UID, pod.Name, pod.Namespace, asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(rt); len(got) != 0 || st.Latest("c").State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Errorf("status from the next relist: calls %v, container %v; want none and the exit", got, st.Latest("c").State)
+	}
+
+	// A pod that relist did not find: empty, nothing asked.
+	other := testPod(v1.RestartPolicyAlways, nil, "c")
+	other.UID = "other"
+	st, err = m.GetPodStatusNewerThan(ctx, other.UID, other.Name, other.Namespace, asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(rt); len(got) != 0 || len(st.Sandboxes)+len(st.Containers) != 0 {
+		t.Errorf("pod absent from the relist: calls %v, status %+v; want none and empty", got, st)
 	}
 }

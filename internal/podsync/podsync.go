@@ -27,6 +27,9 @@ import (
 // (kuberuntime.Manager).
 type Runtime interface {
 	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubecontainer.PodStatus, error)
+	// GetPodStatusNewerThan may answer from the last relist when it began
+	// after t.
+	GetPodStatusNewerThan(ctx context.Context, uid types.UID, name, namespace string, t time.Time) (*kubecontainer.PodStatus, error)
 	SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, env kuberuntime.PodEnv) (kubecontainer.SyncResult, error)
 	KillPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, gracePeriod *int64) error
 	RemovePod(ctx context.Context, running *kubecontainer.RunningPod) error
@@ -124,6 +127,9 @@ type Syncer struct {
 	// observed: what each pod's last sync saw, to drop PLEG events that
 	// report nothing new.
 	observed observed
+	// synced: when each pod's last sync ended (types.UID -> time.Time):
+	// the next sync's runtime status need only be newer.
+	synced sync.Map
 	// evictions: the pods the eviction manager stops (see Evict).
 	evictions sync.Map // types.UID -> *eviction
 }
@@ -171,10 +177,12 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error
 			logger.Error(err, "Cannot create the mirror pod", "pod", klog.KObj(pod))
 		}
 	}
-	rs, err := s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	rs, err := s.runtimeStatus(ctx, pod)
 	if err != nil {
 		return 0, err
 	}
+	// Whatever this sync changes in the runtime is done when it returns.
+	defer func() { s.synced.Store(pod.UID, s.clock.Now()) }()
 	if ev, ok := s.evictions.Load(pod.UID); ok {
 		return 0, s.evict(ctx, pod, rs, ev.(*eviction))
 	}
@@ -220,6 +228,17 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error
 		next = left
 	}
 	return next, err
+}
+
+// runtimeStatus is what the runtime has of pod, as of the end of its last
+// sync or later: the last relist's lists serve when they are that recent
+// (a periodic resync, a sync woken by the relist's event), the runtime is
+// asked otherwise (a pod's first sync, a sync right after the last one).
+func (s *Syncer) runtimeStatus(ctx context.Context, pod *v1.Pod) (*kubecontainer.PodStatus, error) {
+	if t, ok := s.synced.Load(pod.UID); ok {
+		return s.cfg.Runtime.GetPodStatusNewerThan(ctx, pod.UID, pod.Name, pod.Namespace, t.(time.Time))
+	}
+	return s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 }
 
 // syncProbes gives the prober the pod's running app containers.
@@ -293,6 +312,7 @@ func (s *Syncer) StopPod(ctx context.Context, pod *v1.Pod, running *kubecontaine
 	s.cfg.Prober.RemovePod(uid)
 	s.firstSeen.Delete(uid)
 	s.observed.forget(uid)
+	s.synced.Delete(uid)
 	rs, err := s.cfg.Runtime.GetPodStatus(ctx, uid, name, ns)
 	if err != nil {
 		return err

@@ -36,6 +36,8 @@ type fakeRuntime struct {
 	onKill        func()
 	calls         []string
 	killGrace     *int64
+	newerThan     []time.Time
+	onSync        func()
 }
 
 func (r *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubecontainer.PodStatus, error) {
@@ -62,9 +64,19 @@ func (r *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns st
 	return &out, nil
 }
 
+// GetPodStatusNewerThan answers as GetPodStatus (the fake has no relist)
+// and records the time asked for.
+func (r *fakeRuntime) GetPodStatusNewerThan(ctx context.Context, uid types.UID, name, ns string, t time.Time) (*kubecontainer.PodStatus, error) {
+	r.newerThan = append(r.newerThan, t)
+	return r.GetPodStatus(ctx, uid, name, ns)
+}
+
 func (r *fakeRuntime) SyncPod(context.Context, *v1.Pod, *kubecontainer.PodStatus, kuberuntime.PodEnv) (kubecontainer.SyncResult, error) {
 	r.calls = append(r.calls, "SyncPod")
 	r.synced = true
+	if r.onSync != nil {
+		r.onSync()
+	}
 	return r.result, nil
 }
 
@@ -429,6 +441,41 @@ func TestPLEGEventTheSyncSaw(t *testing.T) {
 	}
 	if len(f.prober.removed) != 1 {
 		t.Errorf("the stopped pod's probes still run")
+	}
+}
+
+// A pod's next sync needs the runtime's status only as of the end of its
+// last sync (the relist's lists serve when newer); its first sync, and the
+// first after it was stopped, read the runtime.
+func TestSyncReadsStatusNewerThanLastSync(t *testing.T) {
+	f := newFixture(t)
+	pod := testPod()
+	f.runtime.after = runningStatus(0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	f.runtime.result = kubecontainer.SyncResult{Changed: true}
+	f.runtime.onSync = func() { f.clock.Step(time.Second) }
+	ctx := context.Background()
+	if _, err := f.s.SyncPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.runtime.newerThan) != 0 {
+		t.Fatalf("first sync asked for a status newer than %v", f.runtime.newerThan)
+	}
+	end := f.clock.Now()
+	f.clock.Step(time.Minute)
+	if _, err := f.s.SyncPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.runtime.newerThan) != 1 || !f.runtime.newerThan[0].Equal(end) {
+		t.Errorf("second sync asked for a status newer than %v, want [%v] (the first sync's end)", f.runtime.newerThan, end)
+	}
+	if err := f.s.StopPod(ctx, pod, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.SyncPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.runtime.newerThan) != 1 {
+		t.Errorf("the sync after a stop asked for a status newer than %v, want the runtime asked", f.runtime.newerThan[1:])
 	}
 }
 
