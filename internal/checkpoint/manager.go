@@ -14,7 +14,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -33,9 +32,10 @@ type ManagerConfig struct {
 	Secrets bool
 	// Pods are the API pods the node runs (admitted, not rejected).
 	Pods func() []*v1.Pod
-	// Status is the status nodelet last computed for a pod; a pod without
-	// one has not run yet and is not kept.
-	Status func(types.UID) (v1.PodStatus, bool)
+	// Status is the status nodelet last computed for a pod and its
+	// version, which changes whenever the status does; a pod without one
+	// has not run yet and is not kept.
+	Status func(types.UID) (v1.PodStatus, uint64, bool)
 	// Node is the registered Node (nil before registration).
 	Node func() *v1.Node
 	// Down reports whether the API server does not answer, and since when
@@ -231,11 +231,11 @@ func (m *Manager) Save(ctx context.Context) {
 	want := map[types.UID]bool{}
 	for _, p := range pods {
 		want[p.UID] = true
-		st, ok := m.cfg.Status(p.UID)
+		st, version, ok := m.cfg.Status(p.UID)
 		if !ok {
 			continue
 		}
-		src := source{resourceVersion: p.ResourceVersion, kept: m.kept.gen.Load(), status: st}
+		src := source{resourceVersion: p.ResourceVersion, kept: m.kept.gen.Load(), status: version}
 		m.mu.Lock()
 		last, seen := m.written[p.UID]
 		m.mu.Unlock()
@@ -331,19 +331,18 @@ func (m *Manager) entryFor(p *v1.Pod, st v1.PodStatus) *Entry {
 }
 
 // source is what a pod's entry is built from: the pod at a resourceVersion,
-// the kept objects at a generation, and the pod's status.
+// the kept objects at a generation, and the pod's status at a version.
 type source struct {
 	resourceVersion string
 	kept            uint64
-	status          v1.PodStatus
+	status          uint64
 }
 
 // same tells whether an entry built from s would be the one built from o.
 // A pod without a resourceVersion (never from the API server) is never
 // taken as unchanged.
 func (s source) same(o source) bool {
-	return s.resourceVersion != "" && s.resourceVersion == o.resourceVersion && s.kept == o.kept &&
-		apiequality.Semantic.DeepEqual(s.status, o.status)
+	return s.resourceVersion != "" && s == o
 }
 
 // payloadHash hashes an entry without its time stamp.

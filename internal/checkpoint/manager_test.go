@@ -2,7 +2,9 @@ package checkpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -134,14 +136,23 @@ type testNode struct {
 	node     *v1.Node
 }
 
+// statusVersion stands for the status store's version: it changes when the
+// status does.
+func statusVersion(st v1.PodStatus) uint64 {
+	b, _ := json.Marshal(st)
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
 func newManager(t *testing.T, dir string, secrets bool, tn *testNode) *Manager {
 	t.Helper()
 	m, err := NewManager(ManagerConfig{
 		Dir: dir, Secrets: secrets,
 		Pods: func() []*v1.Pod { return tn.pods },
-		Status: func(uid types.UID) (v1.PodStatus, bool) {
+		Status: func(uid types.UID) (v1.PodStatus, uint64, bool) {
 			st, ok := tn.statuses[uid]
-			return st, ok
+			return st, statusVersion(st), ok
 		},
 		Node:  func() *v1.Node { return tn.node },
 		Clock: clocktesting.NewFakeClock(time.Unix(1700000000, 0)),
@@ -154,8 +165,8 @@ func newManager(t *testing.T, dir string, secrets bool, tn *testNode) *Manager {
 
 func TestNewManagerValidates(t *testing.T) {
 	for _, cfg := range []ManagerConfig{
-		{Pods: func() []*v1.Pod { return nil }, Status: func(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }},
-		{Dir: t.TempDir(), Status: func(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }},
+		{Pods: func() []*v1.Pod { return nil }, Status: func(types.UID) (v1.PodStatus, uint64, bool) { return v1.PodStatus{}, 0, false }},
+		{Dir: t.TempDir(), Status: func(types.UID) (v1.PodStatus, uint64, bool) { return v1.PodStatus{}, 0, false }},
 		{Dir: t.TempDir(), Pods: func() []*v1.Pod { return nil }},
 	} {
 		if _, err := NewManager(cfg); err == nil {

@@ -24,7 +24,7 @@ func (n *Nodelet) newOffline() error {
 		Dir:     filepath.Join(n.opts.RootDir, offlineDir),
 		Secrets: n.opts.Offline.Secrets,
 		Pods:    func() []*v1.Pod { return n.pods.Source(sourceAPI) },
-		Status:  n.statuses.Get,
+		Status:  n.statuses.GetVersioned,
 		Node: func() *v1.Node {
 			if n.nodeStatus == nil {
 				return nil

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
@@ -18,11 +19,16 @@ type Store struct {
 	entries map[types.UID]*entry
 	dirty   map[types.UID]bool
 	changed chan struct{}
+	// versions numbers the statuses set, never reusing a number.
+	versions uint64
 }
 
 type entry struct {
 	pod    *v1.Pod
 	status v1.PodStatus
+	// version changes whenever status does (and only then): readers that
+	// keep what they built from a status compare it instead of the status.
+	version uint64
 }
 
 // NewStore returns an empty Store.
@@ -39,6 +45,18 @@ func (s *Store) Get(uid types.UID) (v1.PodStatus, bool) {
 		return v1.PodStatus{}, false
 	}
 	return e.status, true
+}
+
+// GetVersioned returns the pod's latest status and its version, which
+// changes whenever the status does (never 0).
+func (s *Store) GetVersioned(uid types.UID) (v1.PodStatus, uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.entries[uid]
+	if !ok {
+		return v1.PodStatus{}, 0, false
+	}
+	return e.status, e.version, true
 }
 
 // Changed is signalled (coalesced) whenever a status is set.
@@ -96,13 +114,27 @@ func (s *Store) Set(ctx context.Context, pod *v1.Pod, st v1.PodStatus) {
 	// The pod generation this status reflects (PodObservedGenerationTracking,
 	// GA and locked on in 1.35), never going back, as upstream.
 	st.ObservedGeneration = max(pod.Generation, old.ObservedGeneration)
-	s.entries[pod.UID] = &entry{pod: pod, status: st}
+	version := e.versionOf(old, st)
+	if version == 0 {
+		s.versions++
+		version = s.versions
+	}
+	s.entries[pod.UID] = &entry{pod: pod, status: st, version: version}
 	s.dirty[pod.UID] = true
 	s.mu.Unlock()
 	s.signal()
 	if sum := Summary(st); !had || sum != Summary(old) || old.PodIP != st.PodIP {
 		klog.FromContext(ctx).Info("Pod status", "pod", klog.KObj(pod), "phase", st.Phase, "podIP", st.PodIP, "containers", sum)
 	}
+}
+
+// versionOf is e's version when st is its status old again (a periodic
+// sync of a pod in which nothing changed), else 0.
+func (e *entry) versionOf(old, st v1.PodStatus) uint64 {
+	if e == nil || !apiequality.Semantic.DeepEqual(old, st) {
+		return 0
+	}
+	return e.version
 }
 
 // Summary is a one-line digest of the container states: name=State(reason)

@@ -39,6 +39,17 @@ type Syncer struct {
 	clock  clock.Clock
 	window time.Duration
 	resync time.Duration
+
+	// agreed: per pod, the store's status version and the API pod's
+	// resourceVersion at which the API last had that status (compared or
+	// written): while neither changed, the resync has nothing to compare.
+	mu     sync.Mutex
+	agreed map[types.UID]agreement
+}
+
+type agreement struct {
+	version         uint64
+	resourceVersion string
 }
 
 // SyncerConfig configures a Syncer.
@@ -82,7 +93,8 @@ func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
 	if cfg.Resync == 0 {
 		cfg.Resync = 10 * time.Second
 	}
-	return &Syncer{client: cfg.Client, lister: cfg.Lister, store: cfg.Store, clock: cfg.Clock, window: cfg.Window, resync: cfg.Resync}, nil
+	return &Syncer{client: cfg.Client, lister: cfg.Lister, store: cfg.Store, clock: cfg.Clock, window: cfg.Window, resync: cfg.Resync,
+		agreed: map[types.UID]agreement{}}, nil
 }
 
 // Run writes statuses until ctx is done.
@@ -105,6 +117,11 @@ func (s *Syncer) Run(ctx context.Context) {
 		case <-resync.C():
 			s.store.markAllDirty()
 			resync.Reset(s.resync)
+			dirty := s.store.TakeDirty() // every pod the store has
+			s.forgetGone(dirty)
+			s.writeAll(ctx, dirty)
+			last = s.clock.Now()
+			continue
 		}
 		s.writeAll(ctx, s.store.TakeDirty())
 		last = s.clock.Now()
@@ -144,7 +161,7 @@ func (s *Syncer) writeAll(ctx context.Context, dirty map[types.UID]entry) {
 			defer wg.Done()
 			for uid := range work {
 				e := dirty[uid]
-				if err := s.write(ctx, e.pod, e.status); err != nil {
+				if err := s.write(ctx, e.pod, e.status, e.version); err != nil {
 					// The periodic resync writes it again.
 					klog.FromContext(ctx).Error(err, "Failed to update pod status; will retry", "pod", klog.KObj(e.pod), "podUID", uid)
 				}
@@ -177,8 +194,20 @@ func (s *Syncer) apiPod(pod *v1.Pod) (*v1.Pod, error) {
 	return cur, nil
 }
 
-// write patches one pod's status if the API's differs.
-func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error {
+// forgetGone drops the agreements of pods the store no longer has.
+func (s *Syncer) forgetGone(all map[types.UID]entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for uid := range s.agreed {
+		if _, ok := all[uid]; !ok {
+			delete(s.agreed, uid)
+		}
+	}
+}
+
+// write patches one pod's status if the API's differs. version is st's in
+// the store (0: not from the store, always compared).
+func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus, version uint64) error {
 	cur, err := s.apiPod(pod)
 	if apierrors.IsNotFound(err) {
 		return nil // gone, or a mirror pod not created yet (the resync retries)
@@ -186,8 +215,24 @@ func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error 
 	if err != nil {
 		return err
 	}
+	if version != 0 {
+		s.mu.Lock()
+		a, ok := s.agreed[pod.UID]
+		s.mu.Unlock()
+		if ok && a.version == version && a.resourceVersion == cur.ResourceVersion {
+			return nil
+		}
+	}
+	agree := func(rv string) {
+		if version != 0 {
+			s.mu.Lock()
+			s.agreed[pod.UID] = agreement{version: version, resourceVersion: rv}
+			s.mu.Unlock()
+		}
+	}
 	want := mergeStatus(cur.Status, st, podspec.IsStatic(pod))
 	if apiequality.Semantic.DeepEqual(cur.Status, want) {
+		agree(cur.ResourceVersion)
 		return nil
 	}
 	// Never move a pod back out of a terminal phase.
@@ -199,9 +244,12 @@ func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error 
 		return err
 	}
 	klog.FromContext(ctx).V(5).Info("Patching pod status", "pod", klog.KObj(cur), "patch", string(patch))
-	_, err = s.client.CoreV1().Pods(cur.Namespace).Patch(ctx, cur.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	patched, err := s.client.CoreV1().Pods(cur.Namespace).Patch(ctx, cur.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // deleted or replaced meanwhile
+	}
+	if err == nil {
+		agree(patched.ResourceVersion)
 	}
 	return err
 }
@@ -210,7 +258,7 @@ func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error 
 // 0 and its UID as precondition, as upstream does once the pod's containers
 // are gone.
 func (s *Syncer) Finish(ctx context.Context, pod *v1.Pod, final v1.PodStatus) error {
-	if err := s.write(ctx, pod, final); err != nil {
+	if err := s.write(ctx, pod, final, 0); err != nil {
 		return err
 	}
 	if err := apiutil.DeletePodNow(ctx, s.client, pod); err != nil {

@@ -164,3 +164,76 @@ func TestSyncerWritesAtOnceThenGathers(t *testing.T) {
 	clk.Step(100 * time.Millisecond)
 	waitFor("both pods' changes in one round", func() bool { return patches() == 3 })
 }
+
+// A status the store sets again unchanged keeps its version; the resync
+// compares a pod's status with the API's only when that version or the API
+// pod's resourceVersion changed since they last agreed.
+func TestResyncComparesOnlyWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	a := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "a", ResourceVersion: "1"}}
+	client := fake.NewClientset(a)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := idx.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	store := NewStore()
+	s, err := NewSyncer(SyncerConfig{Client: client, Lister: corelisters.NewPodLister(idx), Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patches := func() int {
+		n := 0
+		for _, act := range client.Actions() {
+			if act.GetVerb() == "patch" && act.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	write := func() {
+		t.Helper()
+		st, version, ok := store.GetVersioned("a")
+		if !ok {
+			t.Fatal("no status in the store")
+		}
+		if err := s.write(ctx, a, st, version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	running := v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.0.0.1"}
+	store.Set(ctx, a, running)
+	_, v1st, _ := store.GetVersioned("a")
+	write()
+	if patches() != 1 {
+		t.Fatalf("%d patches, want the first write", patches())
+	}
+	// The lister has not seen the patch (still resourceVersion 1, no
+	// status): agreed at the patch's answer, nothing to compare.
+	store.Set(ctx, a, *running.DeepCopy())
+	if _, v, _ := store.GetVersioned("a"); v != v1st {
+		t.Fatalf("the same status set again: version %d, want %d", v, v1st)
+	}
+	write()
+	if patches() != 1 {
+		t.Errorf("%d patches: an unchanged status at an unchanged resourceVersion was compared again", patches())
+	}
+	// Someone else changed the pod: compared, and written again.
+	b := a.DeepCopy()
+	b.ResourceVersion = "2"
+	if err := idx.Update(b); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	if patches() != 2 {
+		t.Errorf("%d patches, want the status written again after the pod changed in the API", patches())
+	}
+	// Our status changes: a new version, compared and written.
+	store.Set(ctx, a, v1.PodStatus{Phase: v1.PodSucceeded})
+	if _, v, _ := store.GetVersioned("a"); v == v1st {
+		t.Error("a changed status kept its version")
+	}
+	write()
+	if patches() != 3 {
+		t.Errorf("%d patches, want the changed status written", patches())
+	}
+}
