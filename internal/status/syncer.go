@@ -248,7 +248,9 @@ func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus, versio
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // deleted or replaced meanwhile
 	}
-	if err == nil {
+	// The patch is a diff from the informer's copy, which may be behind the
+	// API server's: agreed only if the answer is what we wanted.
+	if err == nil && apiequality.Semantic.DeepEqual(patched.Status, mergeStatus(patched.Status, st, podspec.IsStatic(pod))) {
 		agree(patched.ResourceVersion)
 	}
 	return err

@@ -236,4 +236,38 @@ func TestResyncComparesOnlyWhatChanged(t *testing.T) {
 	if patches() != 3 {
 		t.Errorf("%d patches, want the changed status written", patches())
 	}
+
+	// A patch computed from an informer copy behind the API server's: the
+	// server's copy had another pod IP, which the diff did not touch. The
+	// answer is not what we wanted, so nothing is agreed and the next
+	// resync compares (and writes) again.
+	c := a.DeepCopy()
+	c.Status = v1.PodStatus{Phase: v1.PodSucceeded, PodIP: "10.0.0.9"}
+	if err := client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), c, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	stale := a.DeepCopy()
+	stale.ResourceVersion = "3"
+	stale.Status = v1.PodStatus{Phase: v1.PodSucceeded}
+	if err := idx.Update(stale); err != nil {
+		t.Fatal(err)
+	}
+	store.Set(ctx, a, v1.PodStatus{Phase: v1.PodSucceeded, Message: "done"})
+	write()
+	got, err := client.CoreV1().Pods("ns").Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if patches() != 4 || got.Status.PodIP != "10.0.0.9" {
+		t.Fatalf("%d patches, API pod IP %q: want the stale diff written, the server's IP left", patches(), got.Status.PodIP)
+	}
+	// The informer catches up with the answer (this fake keeps the
+	// resourceVersion a patch answers with).
+	if err := idx.Update(got); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	if patches() != 5 {
+		t.Errorf("%d patches: a patch whose answer differed from the wanted status was taken as agreed", patches())
+	}
 }
