@@ -289,9 +289,13 @@ func TestCSIPersistentVolume(t *testing.T) {
 	if last := un[len(un)-1]; !strings.Contains(last.req, string(orphan.UID)) {
 		t.Errorf("last unpublish %s, not the orphan's", last.req)
 	}
-	if _, err := os.Stat(filepath.Join(n.RootDir, "pods", string(orphan.UID))); !os.IsNotExist(err) {
-		t.Errorf("the orphan's directory is left: %v", err)
-	}
+	// The directory goes once the unstage returned and the pod's mounts
+	// are checked gone: moments after the driver saw the call.
+	orphanDir := filepath.Join(n.RootDir, "pods", string(orphan.UID))
+	framework.Eventually(t, 10*time.Second, 100*time.Millisecond, func() bool {
+		_, err := os.Stat(orphanDir)
+		return os.IsNotExist(err)
+	}, "the orphan's directory removed")
 }
 
 // TestCSIInlineVolume: an inline ephemeral CSI volume is published (not
