@@ -18,7 +18,8 @@
 //     overhead included); its name is the sandbox's CgroupParent, so the
 //     runtime puts the pod's containers below it;
 //   - removing pod cgroups once empty (RemovePod) and those of pods nobody
-//     knows any more (CleanupOrphans);
+//     knows any more (CleanupOrphans, which reads the tree only when some
+//     may have been left, and otherwise every OrphanRescan);
 //   - the cgroupfs and systemd drivers' naming ("/kubepods/burstable/pod<uid>"
 //     and "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice").
 //

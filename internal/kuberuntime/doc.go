@@ -10,7 +10,9 @@
 // restarted nodelet adopts what it finds. The Manager keeps no per-pod state
 // of its own except the restart back-off and what spares runtime reads: the
 // statuses of containers and sandboxes (valid while the runtime lists them
-// in the same state) and which pods the last relist found or a sandbox is
-// being created for (a pod in neither has nothing in the runtime). Callers
-// serialize calls per pod (the pod workers do).
+// in the same state), which pods the last relist found or a sandbox is
+// being created for (a pod in neither has nothing in the runtime), and the
+// last relist's lists, which answer a status needed only as of a time
+// before that relist began (GetPodStatusNewerThan). Callers serialize calls
+// per pod (the pod workers do).
 package kuberuntime
