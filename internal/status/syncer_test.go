@@ -111,6 +111,17 @@ func TestHoldFor(t *testing.T) {
 // TestSyncerWritesAtOnceThenGathers: a change after a quiet spell is
 // written with no time passing; one right after that write waits for the
 // window, and two pods' changes within it go out in one round.
+// statusPatches counts the status patches client received.
+func statusPatches(client *fake.Clientset) int {
+	n := 0
+	for _, act := range client.Actions() {
+		if act.GetVerb() == "patch" && act.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
+}
+
 func TestSyncerWritesAtOnceThenGathers(t *testing.T) {
 	pod := func(name string) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name)}}
@@ -132,15 +143,7 @@ func TestSyncerWritesAtOnceThenGathers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
-	patches := func() int {
-		n := 0
-		for _, act := range client.Actions() {
-			if act.GetVerb() == "patch" && act.GetSubresource() == "status" {
-				n++
-			}
-		}
-		return n
-	}
+	patches := func() int { return statusPatches(client) }
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -181,15 +184,7 @@ func TestResyncComparesOnlyWhatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	patches := func() int {
-		n := 0
-		for _, act := range client.Actions() {
-			if act.GetVerb() == "patch" && act.GetSubresource() == "status" {
-				n++
-			}
-		}
-		return n
-	}
+	patches := func() int { return statusPatches(client) }
 	write := func() {
 		t.Helper()
 		st, version, ok := store.GetVersioned("a")
