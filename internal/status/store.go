@@ -38,13 +38,8 @@ func NewStore() *Store {
 
 // Get returns the pod's latest status.
 func (s *Store) Get(uid types.UID) (v1.PodStatus, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	e, ok := s.entries[uid]
-	if !ok {
-		return v1.PodStatus{}, false
-	}
-	return e.status, true
+	st, _, ok := s.GetVersioned(uid)
+	return st, ok
 }
 
 // GetVersioned returns the pod's latest status and its version, which
