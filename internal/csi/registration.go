@@ -86,7 +86,7 @@ type NodeInfo interface {
 	Uninstall(ctx context.Context, driver string) error
 }
 
-// Handler registers CSI drivers for internal/plugins (type CSIPlugin).
+// Handler registers CSI drivers for internal/pluginwatcher (type CSIPlugin).
 type Handler struct {
 	Drivers *Drivers
 	// NodeInfo is nil in standalone mode: nothing to publish.

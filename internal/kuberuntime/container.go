@@ -13,7 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/cm"
+	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -262,9 +262,9 @@ func propagation(p *v1.MountPropagationMode) runtimeapi.MountPropagation {
 
 // containerResources is the container's CRI linux resources (cpu shares,
 // CFS quota and period, memory and hugepage limits, oom_score_adj), as
-// upstream computes them: see cm.ContainerResources.
+// upstream computes them: see cgroups.ContainerResources.
 func (m *Manager) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
-	return cm.ContainerResources(pod, c, m.cfg.Resources)
+	return cgroups.ContainerResources(pod, c, m.cfg.Resources)
 }
 
 func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container) (*runtimeapi.LinuxContainerSecurityContext, error) {

@@ -18,7 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/internal/cm"
+	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/prober"
 )
@@ -70,7 +70,7 @@ type Config struct {
 	RuntimeRequestTimeout time.Duration
 	// Resources are the node facts and settings of containers' CRI linux
 	// resources (memory capacity, CFS period, hugepage sizes, cgroup v2).
-	Resources cm.ResourceOptions
+	Resources cgroups.ResourceOptions
 	// PodCgroups creates a pod's cgroup before its sandbox and names it
 	// (the sandbox's CgroupParent); nil leaves it to the runtime.
 	PodCgroups PodCgroups

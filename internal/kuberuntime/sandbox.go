@@ -20,7 +20,7 @@ type DNSConfig struct {
 	ClusterDomain string
 }
 
-// PodCgroups creates the pod-level cgroup (internal/cm).
+// PodCgroups creates the pod-level cgroup (internal/cgroups).
 type PodCgroups interface {
 	// EnsurePod creates the pod's cgroup with its pod-level limits and
 	// returns its name for the runtime (the sandbox's CgroupParent).

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/internal/cm"
+	"github.com/nodelet/nodelet/internal/cgroups"
 )
 
 // startCgroups creates the pod cgroup manager from the configuration
@@ -17,7 +17,7 @@ import (
 // without their limits.
 func (n *Nodelet) startCgroups(ctx context.Context) error {
 	cfg := &n.opts.Config
-	c := cm.Config{
+	c := cgroups.Config{
 		Driver:                 cfg.CgroupDriver,
 		CgroupRoot:             cfg.CgroupRoot,
 		CgroupsPerQOS:          cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS,
@@ -38,7 +38,7 @@ func (n *Nodelet) startCgroups(ctx context.Context) error {
 	if cfg.PodPidsLimit != nil {
 		c.PodPidsLimit = *cfg.PodPidsLimit
 	}
-	m, err := cm.New(c)
+	m, err := cgroups.New(c)
 	if err == nil {
 		err = m.Start(ctx)
 	}

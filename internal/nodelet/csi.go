@@ -10,7 +10,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/nodelet/nodelet/internal/csi"
-	"github.com/nodelet/nodelet/internal/plugins"
+	"github.com/nodelet/nodelet/internal/pluginwatcher"
 )
 
 // PluginsRegistryDir is where plugins put their registration sockets, as
@@ -31,9 +31,9 @@ func (n *Nodelet) startPlugins(ctx context.Context, goRun func(func())) error {
 		info = &csi.APINodeInfo{Client: n.client, NodeName: n.opts.NodeName}
 		h.NodeInfo = info
 	}
-	m, err := plugins.New(plugins.Config{
+	m, err := pluginwatcher.New(pluginwatcher.Config{
 		Dir:      filepath.Join(n.opts.RootDir, PluginsRegistryDir),
-		Handlers: map[string]plugins.Handler{registerapi.CSIPlugin: h},
+		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: h},
 		Clock:    n.clock,
 	})
 	if err != nil {

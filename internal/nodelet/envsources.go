@@ -11,7 +11,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/nodestatus"
-	"github.com/nodelet/nodelet/internal/source/services"
+	"github.com/nodelet/nodelet/internal/serviceenv"
 )
 
 // addEnvSources adds to the runtime manager's cfg what container
@@ -22,7 +22,7 @@ func (n *Nodelet) addEnvSources(cfg *kuberuntime.Config) error {
 	if n.client == nil {
 		return nil
 	}
-	src, err := services.New(services.Config{Client: n.client})
+	src, err := serviceenv.New(serviceenv.Config{Client: n.client})
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/apiutil"
 	"github.com/nodelet/nodelet/internal/checkpoint"
-	"github.com/nodelet/nodelet/internal/cm"
+	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/devicemanager"
@@ -51,7 +51,7 @@ import (
 	"github.com/nodelet/nodelet/internal/shutdown"
 	"github.com/nodelet/nodelet/internal/source/apiserver"
 	"github.com/nodelet/nodelet/internal/source/file"
-	"github.com/nodelet/nodelet/internal/source/services"
+	"github.com/nodelet/nodelet/internal/serviceenv"
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/volumes"
@@ -95,7 +95,7 @@ type Nodelet struct {
 	pods        *podmanager.Manager
 	statuses    *status.Store
 	volumes     *volumes.Manager
-	cgroups     *cm.Manager
+	cgroups     *cgroups.Manager
 	stats       *stats.Provider
 	eviction    *eviction.Manager
 	// shutdown is graceful node shutdown; nil when off.
@@ -123,7 +123,7 @@ type Nodelet struct {
 	// contact follows whether the API server answers.
 	contact *apiutil.Contact
 	// serviceSource is the Service informer of container environments.
-	serviceSource *services.Source
+	serviceSource *serviceenv.Source
 
 	// pendingAdmission holds pods that wait for the Node to be registered.
 	// Owned by the main loop.

@@ -73,7 +73,7 @@ type Finisher interface {
 	Finish(ctx context.Context, pod *v1.Pod, final v1.PodStatus) error
 }
 
-// Cgroups removes a terminated pod's cgroups (cm.Manager).
+// Cgroups removes a terminated pod's cgroups (cgroups.Manager).
 type Cgroups interface {
 	RemovePod(ctx context.Context, uid types.UID) error
 }

@@ -1,4 +1,4 @@
-// Package cm owns the node's cgroups for pods, as the upstream kubelet's
+// Package cgroups owns the node's cgroups for pods, as the upstream kubelet's
 // container manager does (pkg/kubelet/cm) with cgroupsPerQOS:
 //
 //   - the node allocatable cgroup kubepods under cgroupRoot, limited to the
@@ -34,4 +34,4 @@
 // hierarchies, the capacity and the huge page sizes are internal/machine's
 // facts (Config.Machine), and the allocatable of kubepods is
 // machine.Allocatable of that capacity.
-package cm
+package cgroups

@@ -1,4 +1,4 @@
-// Package plugins owns the kubelet's plugin registration, as upstream's
+// Package pluginwatcher owns the kubelet's plugin registration, as upstream's
 // pkg/kubelet/pluginmanager: it watches <root-dir>/plugins_registry (and
 // the folders in it) for unix sockets of plugins serving the
 // pluginregistration v1 Registration service (k8s.io/kubelet), asks each
@@ -8,4 +8,4 @@
 // deregistered. A registration that failed is tried again with back-off
 // (1 s doubling to 2 min), without the socket having to be recreated. Which sockets to register, retry or drop is a pure
 // function of the folder and the state (plan).
-package plugins
+package pluginwatcher
