@@ -1,10 +1,10 @@
 package admission
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
-	v1 "k8s.io/api/core/v1"
 	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 )
 
@@ -50,7 +50,8 @@ func NewSysctls(unsafe []string) (*Sysctls, error) {
 
 // Admit rejects a pod with a sysctl that is not allowlisted, or whose
 // namespace the pod shares with the host.
-func (s *Sysctls) Admit(pod *v1.Pod) Result {
+func (s *Sysctls) Admit(_ context.Context, a Attributes) Result {
+	pod := a.Pod
 	if pod.Spec.SecurityContext == nil || len(pod.Spec.SecurityContext.Sysctls) == 0 {
 		return Result{Admit: true}
 	}

@@ -36,7 +36,7 @@ func TestSysctls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := s.Admit(tt.pod)
+			r := s.Admit(t.Context(), Attributes{Pod: tt.pod})
 			if tt.message == "" {
 				if !r.Admit {
 					t.Fatalf("rejected: %s", r.Message)

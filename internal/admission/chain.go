@@ -1,0 +1,107 @@
+package admission
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// Attributes is what a handler decides on.
+type Attributes struct {
+	// Pod is the pod to admit.
+	Pod *v1.Pod
+	// OtherPods are the pods already admitted that count against the
+	// node's resources (not finished), Pod excluded.
+	OtherPods []*v1.Pod
+}
+
+// Handler decides one aspect of whether a pod may run, as upstream's
+// lifecycle.PodAdmitHandler: a Result that does not admit says why.
+type Handler interface {
+	Admit(ctx context.Context, a Attributes) Result
+}
+
+// HandlerFunc is a function that is a Handler.
+type HandlerFunc func(ctx context.Context, a Attributes) Result
+
+// Admit calls f.
+func (f HandlerFunc) Admit(ctx context.Context, a Attributes) Result { return f(ctx, a) }
+
+// Named is a handler with the name logs give it.
+type Named struct {
+	Name    string
+	Handler Handler
+}
+
+// Chain runs its handlers in order; the first that refuses decides, and
+// those after it are not asked. Its order is upstream's (NewMainKubelet):
+// eviction, sysctls, resource allocation (devices; later the CPU, memory
+// and topology managers, DRA), the node's predicates, shutdown.
+type Chain struct {
+	handlers []Named
+	onReject []func(*v1.Pod, Result)
+}
+
+// NewChain returns the chain of handlers, in the order given.
+func NewChain(handlers ...Named) *Chain {
+	return &Chain{handlers: handlers}
+}
+
+// OnReject adds what runs when the chain refuses a pod: a handler that
+// reserved something for the pod (devices) gives it back there, whichever
+// handler refused.
+func (c *Chain) OnReject(f func(*v1.Pod, Result)) {
+	c.onReject = append(c.onReject, f)
+}
+
+// Admit runs the handlers on a. A pod already finished (Succeeded or
+// Failed in the API) is admitted without them: it will not run, only its
+// status is kept.
+func (c *Chain) Admit(ctx context.Context, a Attributes) Result {
+	if podspec.IsTerminal(a.Pod.Status.Phase) {
+		return Result{Admit: true}
+	}
+	for _, h := range c.handlers {
+		r := h.Handler.Admit(ctx, a)
+		if r.Admit {
+			continue
+		}
+		klog.FromContext(ctx).V(2).Info("Admission handler refused the pod", "pod", klog.KObj(a.Pod), "handler", h.Name, "reason", r.Reason)
+		for _, f := range c.onReject {
+			f(a.Pod, r)
+		}
+		return r
+	}
+	return Result{Admit: true}
+}
+
+// Predicates is the predicate handler, upstream's
+// lifecycle.NewPredicateAdmitHandler: the pod against the node (Admit).
+type Predicates struct {
+	// Node is the node pods are admitted against. Required.
+	Node func() *v1.Node
+	// Allocatable, when set, is allocatable the Node's status may not
+	// carry yet (the device plugins' resources as they are now); it is
+	// added to the Node's.
+	Allocatable func() v1.ResourceList
+}
+
+// Admit decides on the pod against the node next to the other pods.
+func (p Predicates) Admit(_ context.Context, a Attributes) Result {
+	node := p.Node()
+	if p.Allocatable != nil {
+		if extra := p.Allocatable(); len(extra) > 0 && node != nil {
+			node = node.DeepCopy()
+			if node.Status.Allocatable == nil {
+				node.Status.Allocatable = v1.ResourceList{}
+			}
+			for name, q := range extra {
+				node.Status.Allocatable[name] = q
+			}
+		}
+	}
+	return Admit(node, a.Pod, a.OtherPods)
+}
