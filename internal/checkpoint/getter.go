@@ -10,12 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/volumes"
@@ -244,7 +244,7 @@ func (k *kept) entry(pod *v1.Pod) Entry {
 // environment, and the CSI volumes' object reads.
 type Getter struct {
 	api      API
-	client   kubernetes.Interface
+	client   apiclient.Interface
 	services func(namespace string, enableServiceLinks bool) (map[string]string, error)
 	kept     *kept
 	served   func(kind string) // counts the objects served from the checkpoint

@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -189,19 +189,19 @@ func (m *Manager) Synced(ctx context.Context, apiPods []*v1.Pod) {
 
 // Getter returns the read-through Getter over api (ConfigMaps, Secrets,
 // tokens), client (CSI objects) and services (the service environment).
-func (m *Manager) Getter(api API, client kubernetes.Interface, services func(string, bool) (map[string]string, error)) *Getter {
+func (m *Manager) Getter(api API, client apiclient.Interface, services func(string, bool) (map[string]string, error)) *Getter {
 	return &Getter{api: api, client: client, services: services, kept: m.kept, served: func(string) { m.served.Add(1) }}
 }
 
 // Run writes what changed every Period until ctx is done.
-func (m *Manager) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) error {
 	t := m.cfg.Clock.NewTicker(m.cfg.Period)
 	defer t.Stop()
 	wasDown := false
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C():
 			m.Save(ctx)
 			wasDown = m.logTransition(ctx, wasDown)

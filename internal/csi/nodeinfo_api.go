@@ -3,23 +3,29 @@ package csi
 import (
 	"context"
 	"errors"
+	"time"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	nodeutil "k8s.io/component-helpers/node/util"
+	"k8s.io/klog/v2"
 )
 
 // APINodeInfo is NodeInfo in the API server: the Node patched as upstream
 // (through its status, which carries the metadata too), the CSINode
 // created or updated; conflicts retried.
 type APINodeInfo struct {
-	Client   kubernetes.Interface
+	Client   apiclient.Interface
 	NodeName string
+	// Registered is closed once the Node is registered (RunCSINode waits
+	// for it).
+	Registered <-chan struct{}
 }
 
 // Install implements NodeInfo.
@@ -95,4 +101,28 @@ func (a *APINodeInfo) updateCSINode(ctx context.Context, change func(*storagev1.
 // cluster sees it before any driver registers.
 func (a *APINodeInfo) Ensure(ctx context.Context) error {
 	return a.updateCSINode(ctx, func(c *storagev1.CSINode) bool { return SetMigrationAnnotation(c) })
+}
+
+// ensureRetry is how often RunCSINode tries Ensure again while the API
+// server refuses or is away.
+const ensureRetry = time.Second
+
+// RunCSINode makes sure the node's CSINode exists once the Node is
+// registered (Registered), trying again every second while the API server
+// refuses or is away; it returns once it does, or when ctx is done.
+func (a *APINodeInfo) RunCSINode(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-a.Registered:
+	}
+	logger := klog.FromContext(ctx)
+	_ = wait.PollUntilContextCancel(ctx, ensureRetry, true, func(ctx context.Context) (bool, error) {
+		if err := a.Ensure(ctx); err != nil {
+			logger.V(2).Info("Cannot create the node's CSINode yet", "err", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	return nil
 }

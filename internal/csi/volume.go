@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/internal/fsutil"
+	"github.com/nodelet/nodelet/internal/rootdir"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/nodelet/nodelet/internal/apiclient"
 	"google.golang.org/grpc"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
@@ -20,7 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -48,7 +49,7 @@ type VolumePluginConfig struct {
 	// requests service account tokens; nil in standalone mode, where only
 	// persistent volumes of drivers... none can be resolved: every CSI
 	// volume is refused with a clear error.
-	Client kubernetes.Interface
+	Client apiclient.Interface
 	// Secrets reads the stage and publish secrets (nil: Client's).
 	Secrets func(ctx context.Context, namespace, name string) (*v1.Secret, error)
 	// Timeout bounds each CSI call (callTimeout when zero).
@@ -60,6 +61,11 @@ type VolumePluginConfig struct {
 	// StatsPeriod is how long a NodeGetVolumeStats is reused
 	// (volumeStatsAggPeriod; a minute when zero).
 	StatsPeriod time.Duration
+	// ExpansionPeriod is how often the PVCs of published volumes are
+	// checked for a node expansion to finish (RunExpansion; 2 s when zero:
+	// upstream's volume manager looks every 100 ms, a PVC read each 2 s is
+	// enough for an operation that takes the controller seconds).
+	ExpansionPeriod time.Duration
 	// Objects reads the claims, volumes and CSIDrivers volumes are resolved
 	// with (the offline checkpoint's read-through getter); Client directly
 	// when nil.
@@ -74,7 +80,7 @@ type Objects interface {
 }
 
 // clientObjects reads Objects through a client.
-type clientObjects struct{ c kubernetes.Interface }
+type clientObjects struct{ c apiclient.Interface }
 
 func (o clientObjects) PersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error) {
 	return o.c.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -139,6 +145,9 @@ func NewVolumePlugin(cfg VolumePluginConfig) (*VolumePlugin, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.ExpansionPeriod == 0 {
+		cfg.ExpansionPeriod = 2 * time.Second
 	}
 	if cfg.StatsPeriod == 0 {
 		cfg.StatsPeriod = time.Minute
@@ -558,7 +567,7 @@ func (p *VolumePlugin) TearDown(ctx context.Context, dir string) error {
 // usedElsewhere reports whether a pod still has the volume published (a
 // vol_data.json naming it under some pod's directory).
 func (p *VolumePlugin) usedElsewhere(driver, handle string) bool {
-	matches, _ := filepath.Glob(filepath.Join(p.cfg.RootDir, "pods", "*", "volumes", DirName, "*", VolDataFile))
+	matches, _ := filepath.Glob(filepath.Join(rootdir.Dir(p.cfg.RootDir).PodVolumes("*"), DirName, "*", VolDataFile))
 	for _, m := range matches {
 		if d, err := ReadVolData(filepath.Dir(m)); err == nil && d.DriverName == driver && d.VolumeHandle == handle {
 			return true

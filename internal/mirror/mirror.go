@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -19,7 +19,7 @@ import (
 
 // Manager creates, replaces and deletes mirror pods.
 type Manager struct {
-	client kubernetes.Interface
+	client apiclient.Interface
 	lister corelisters.PodLister
 	// node returns the Node that owns mirror pods (nil until registered).
 	node func() *v1.Node
@@ -28,7 +28,7 @@ type Manager struct {
 // Config configures a Manager.
 type Config struct {
 	// Client writes the mirror pods.
-	Client kubernetes.Interface
+	Client apiclient.Interface
 	// Lister gives the pods bound to the node, mirror pods included.
 	Lister corelisters.PodLister
 	// Node returns the Node that owns mirror pods (nil until registered).

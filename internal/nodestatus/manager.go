@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -21,8 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -35,6 +34,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/internal/lifecycle"
 	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/nodelet/nodelet/internal/version"
 )
@@ -45,7 +45,7 @@ const KubeletVersion = version.Kubelet
 
 // Config configures a Manager.
 type Config struct {
-	Client   kubernetes.Interface
+	Client   apiclient.Interface
 	NodeName string
 	NodeIPs  []string
 	// Labels are --node-labels.
@@ -95,6 +95,8 @@ type Manager struct {
 
 	mu   sync.RWMutex
 	node *v1.Node
+	// registered is closed once the Node is known (Registered).
+	registered lifecycle.Ready
 
 	// apiTrouble is set when a heartbeat or a status write failed: the
 	// watch may be stale too, so the next updates read the Node afresh
@@ -128,9 +130,10 @@ func New(cfg Config) (*Manager, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	m := &Manager{cfg: cfg, changed: make(chan struct{}, 1)}
-	inf := coreinformers.NewFilteredNodeInformer(cfg.Client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+	nodes := cfg.Client.CoreV1().Nodes()
+	inf := cache.NewSharedIndexInformer(apiclient.ListWatch(cfg.Client, nodes.List, nodes.Watch, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-	})
+	}), &v1.Node{}, 0, cache.Indexers{})
 	m.informer = inf
 	m.lister = corelisters.NewNodeLister(inf.GetIndexer())
 	poke := func(any) {
@@ -162,10 +165,17 @@ func (m *Manager) Node() *v1.Node {
 	return m.node
 }
 
+// Registered is closed once the Node is known (registered, or read back
+// from the API server): what waits for it waits on this channel.
+func (m *Manager) Registered() <-chan struct{} { return m.registered.C() }
+
 func (m *Manager) setNode(n *v1.Node) {
 	m.mu.Lock()
 	m.node = n
 	m.mu.Unlock()
+	if n != nil {
+		m.registered.Close()
+	}
 }
 
 // ref is the object reference node events point at, as upstream.
@@ -175,7 +185,7 @@ func (m *Manager) ref() *v1.ObjectReference {
 
 // Run registers the node (retrying until it succeeds), starts the lease and
 // updates the status every nodeStatusUpdateFrequency until ctx is done.
-func (m *Manager) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	m.cfg.Recorder.Eventf(m.ref(), v1.EventTypeNormal, "Starting", "Starting kubelet.")
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 7 * time.Second, Steps: 1 << 30}
@@ -187,18 +197,18 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-m.cfg.Clock.After(backoff.Step()):
 		}
 	}
 	if ctx.Err() != nil {
-		return
+		return nil
 	}
 	go m.informer.Run(ctx.Done())
 	m.update(ctx)
 
 	leaseDuration := m.cfg.Kubelet.NodeLeaseDurationSeconds
-	lc := lease.NewController(m.cfg.Clock, m.cfg.Client, m.cfg.NodeName, leaseDuration, func() { m.apiTrouble.Store(true) },
+	lc := lease.NewController(m.cfg.Clock, apiclient.LeaseClientset(m.cfg.Client), m.cfg.NodeName, leaseDuration, func() { m.apiTrouble.Store(true) },
 		time.Duration(float64(leaseDuration)*0.25*float64(time.Second)), m.cfg.NodeName, v1.NamespaceNodeLease, m.setLeaseOwner)
 	go lc.Run(ctx)
 
@@ -211,7 +221,7 @@ func (m *Manager) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C():
 			m.update(ctx)
 		case <-m.changed:

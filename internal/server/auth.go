@@ -14,13 +14,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -82,7 +82,7 @@ type auth struct {
 // newAuth builds the authenticator and authorizer from the configuration.
 // client may be nil (standalone): then webhook token authentication is off
 // and webhook authorization refuses everything, which newAuth reports.
-func newAuth(nodeName string, client kubernetes.Interface, authn kubeletv1beta1.KubeletAuthentication, authz kubeletv1beta1.KubeletAuthorization) (*auth, []string, error) {
+func newAuth(nodeName string, client apiclient.Interface, authn kubeletv1beta1.KubeletAuthentication, authz kubeletv1beta1.KubeletAuthorization) (*auth, []string, error) {
 	a := &auth{nodeName: nodeName}
 	var warnings []string
 	u := &unionAuth{}
@@ -284,7 +284,7 @@ func retriable(err error) bool {
 // tokenReviewer checks bearer tokens with TokenReviews, caching answers
 // (positive and negative) for ttl.
 type tokenReviewer struct {
-	client kubernetes.Interface
+	client apiclient.Interface
 	ttl    time.Duration
 	cache  *cache.LRUExpireCache
 }
@@ -332,7 +332,7 @@ func (t *tokenReviewer) review(ctx context.Context, token string) (*userInfo, bo
 // accessReviewer asks SubjectAccessReviews, caching allowed answers for
 // allowTTL and denied ones for denyTTL.
 type accessReviewer struct {
-	client            kubernetes.Interface
+	client            apiclient.Interface
 	allowTTL, denyTTL time.Duration
 	cache             *cache.LRUExpireCache
 }

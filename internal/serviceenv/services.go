@@ -7,48 +7,50 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
-// Source keeps every Service of the cluster in an informer cache.
-type Source struct {
+// Services keeps every Service of the cluster in an informer cache.
+type Services struct {
 	informer cache.SharedIndexInformer
 	lister   corelisters.ServiceLister
 	synced   cache.InformerSynced
 }
 
-// Config configures a Source.
+// Config configures a Services.
 type Config struct {
 	// Client watches the Services.
-	Client kubernetes.Interface
+	Client apiclient.Interface
 }
 
-// New returns a Source for cfg; Run starts it. It fails when cfg has no
+// New returns a Services for cfg; Run starts it. It fails when cfg has no
 // Client.
-func New(cfg Config) (*Source, error) {
+func New(cfg Config) (*Services, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("services: Config.Client is required")
 	}
-	inf := coreinformers.NewServiceInformer(cfg.Client, "", 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	return &Source{informer: inf, lister: corelisters.NewServiceLister(inf.GetIndexer()), synced: inf.HasSynced}, nil
+	services := cfg.Client.CoreV1().Services("")
+	inf := cache.NewSharedIndexInformer(apiclient.ListWatch(cfg.Client, services.List, services.Watch, nil), &v1.Service{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return &Services{informer: inf, lister: corelisters.NewServiceLister(inf.GetIndexer()), synced: inf.HasSynced}, nil
 }
 
 // Run starts the informer until ctx is done.
-func (s *Source) Run(ctx context.Context) {
+func (s *Services) Run(ctx context.Context) error {
 	s.informer.Run(ctx.Done())
+	return nil
 }
 
 // Env returns the service variables for a pod in namespace: the
 // "kubernetes" service of the default namespace always, and every service
 // of the namespace with a cluster IP when enableServiceLinks. It fails
 // until the services have been listed once, as upstream.
-func (s *Source) Env(namespace string, enableServiceLinks bool) (map[string]string, error) {
+func (s *Services) Env(namespace string, enableServiceLinks bool) (map[string]string, error) {
 	if !s.synced() {
 		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars")
 	}

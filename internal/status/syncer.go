@@ -9,13 +9,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -33,7 +33,7 @@ import (
 // ten times in that window costs one request, and a burst's statuses go out
 // in batches. Static pods' statuses go to their mirror pods.
 type Syncer struct {
-	client kubernetes.Interface
+	client apiclient.Interface
 	lister corelisters.PodLister
 	store  *Store
 	clock  clock.Clock
@@ -55,7 +55,7 @@ type agreement struct {
 // SyncerConfig configures a Syncer.
 type SyncerConfig struct {
 	// Client writes the statuses.
-	Client kubernetes.Interface
+	Client apiclient.Interface
 	// Lister gives the pods as the informer last saw them, which the
 	// patches are computed against.
 	Lister corelisters.PodLister
@@ -98,19 +98,19 @@ func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
 }
 
 // Run writes statuses until ctx is done.
-func (s *Syncer) Run(ctx context.Context) {
+func (s *Syncer) Run(ctx context.Context) error {
 	resync := s.clock.NewTimer(s.resync)
 	defer resync.Stop()
 	var last time.Time // when the last round of writes ended
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-s.store.Changed():
 			if wait := holdFor(s.window, last, s.clock.Now()); wait > 0 {
 				select {
 				case <-ctx.Done():
-					return
+					return nil
 				case <-s.clock.After(wait):
 				}
 			}

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
 
@@ -29,7 +29,7 @@ type Getter interface {
 // bound service account tokens through TokenRequest, renewing them at 80% of
 // their lifetime or after 24 h, as upstream.
 type APIGetter struct {
-	client kubernetes.Interface
+	client apiclient.Interface
 	clock  clock.Clock
 	ttl    time.Duration
 
@@ -51,7 +51,7 @@ type token struct {
 // APIGetterConfig configures an APIGetter.
 type APIGetterConfig struct {
 	// Client reads ConfigMaps and Secrets and requests tokens.
-	Client kubernetes.Interface
+	Client apiclient.Interface
 	// Clock ages the cached objects and tokens (the real clock when nil).
 	Clock clock.Clock
 	// TTL is how long a ConfigMap or Secret is served from the cache

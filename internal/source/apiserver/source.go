@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -53,7 +53,7 @@ type Source struct {
 // Config configures a Source.
 type Config struct {
 	// Client watches the pods.
-	Client kubernetes.Interface
+	Client apiclient.Interface
 	// NodeName is the node whose pods are watched.
 	NodeName string
 }
@@ -143,13 +143,13 @@ func (s *Source) Lister() corelisters.PodLister { return s.lister }
 // keeps retrying while the API server is unreachable. Everything the
 // Source logs, the informer's event handlers included, goes to ctx's
 // logger.
-func (s *Source) Run(ctx context.Context) {
+func (s *Source) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	s.logger = logger
 	go s.informer.Run(ctx.Done())
 	for !cache.WaitForCacheSync(ctx.Done(), s.synced) {
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 	}
 	// The handlers only forward events after this first Set.
@@ -165,6 +165,7 @@ func (s *Source) Run(ctx context.Context) {
 	}
 	s.send(Event{Op: Set, Pods: set})
 	<-ctx.Done()
+	return nil
 }
 
 func (s *Source) send(e Event) {
