@@ -7,11 +7,11 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/rootdir"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,7 +62,7 @@ func (c *common) add(fs *pflag.FlagSet) {
 func (c *common) client() *client {
 	s := c.socket
 	if s == "" {
-		s = filepath.Join(c.rootDir, "nodelet.sock")
+		s = rootdir.Dir(c.rootDir).LocalAPISocket()
 	}
 	return newClient(s)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/internal/eviction"
+	"github.com/nodelet/nodelet/internal/rootdir"
 )
 
 // Options is everything nodelet is started with: the flags that are not part
@@ -403,7 +403,7 @@ func (o *Options) complete() error {
 	}
 	o.NodeName = strings.ToLower(strings.TrimSpace(name))
 	if o.CertDir == "" {
-		o.CertDir = filepath.Join(o.RootDir, "pki")
+		o.CertDir = rootdir.Dir(o.RootDir).PKI()
 	}
 	if o.Config.ImageServiceEndpoint == "" {
 		o.Config.ImageServiceEndpoint = o.Config.ContainerRuntimeEndpoint

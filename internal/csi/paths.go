@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nodelet/nodelet/internal/rootdir"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // PluginName is the volume plugin's name in paths, as upstream's.
@@ -22,28 +25,28 @@ const VolDataFile = "vol_data.json"
 // <root>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount.
 func StagingPath(root, driver, handle string) string {
 	sum := sha256.Sum256([]byte(handle))
-	return filepath.Join(root, "plugins", PluginName, driver, fmt.Sprintf("%x", sum), "globalmount")
+	return filepath.Join(rootdir.Dir(root).Plugins(), PluginName, driver, fmt.Sprintf("%x", sum), "globalmount")
 }
 
 // PublishPath is where a volume is published for a pod:
 // <root>/pods/<uid>/volumes/kubernetes.io~csi/<spec name>/mount (the PV's
 // name, or the pod's volume name for an inline volume).
 func PublishPath(root, podUID, specName string) string {
-	return filepath.Join(root, "pods", podUID, "volumes", "kubernetes.io~csi", escapeName(specName), "mount")
+	return filepath.Join(rootdir.Dir(root).PodVolumes(types.UID(podUID)), DirName, escapeName(specName), "mount")
 }
 
 // BlockStagingPath is where a block volume is staged, as upstream's
 // csi_block getStagingPath:
 // <root>/plugins/kubernetes.io/csi/volumeDevices/staging/<pv>.
 func BlockStagingPath(root, pv string) string {
-	return filepath.Join(root, "plugins", PluginName, "volumeDevices", "staging", escapeName(pv))
+	return filepath.Join(rootdir.Dir(root).Plugins(), PluginName, "volumeDevices", "staging", escapeName(pv))
 }
 
 // BlockPublishPath is the device file a block volume is published to for
 // a pod, as upstream's getPublishPath:
 // <root>/plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<podUID>.
 func BlockPublishPath(root, pv, podUID string) string {
-	return filepath.Join(root, "plugins", PluginName, "volumeDevices", "publish", escapeName(pv), podUID)
+	return filepath.Join(rootdir.Dir(root).Plugins(), PluginName, "volumeDevices", "publish", escapeName(pv), podUID)
 }
 
 // AttachmentID is the VolumeAttachment's name for a volume on a node, as

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nodelet/nodelet/internal/rootdir"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -61,10 +62,6 @@ func (m *Manager) verifyRunAsNonRoot(ctx context.Context, pod *v1.Pod, c *v1.Con
 	return nil
 }
 
-// SeccompProfileRoot is where Localhost seccomp profiles live, relative to
-// the root dir, as upstream (<root-dir>/seccomp).
-const seccompDir = "seccomp"
-
 // seccompProfile is the container's seccomp profile for CRI, as upstream:
 // the container's securityContext.seccompProfile, else the pod's, else
 // Unconfined (seccompDefault is off); privileged containers are
@@ -97,7 +94,7 @@ func (m *Manager) toSeccomp(p *v1.SeccompProfile) (*runtimeapi.SecurityProfile, 
 			strings.Contains("/"+*p.LocalhostProfile+"/", "/../") {
 			return nil, fmt.Errorf("seccompProfile Localhost needs a relative localhostProfile without '..'")
 		}
-		path := filepath.Join(m.cfg.RootDir, seccompDir, *p.LocalhostProfile)
+		path := filepath.Join(rootdir.Dir(m.cfg.RootDir).Seccomp(), *p.LocalhostProfile)
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("seccomp profile %q: %w", *p.LocalhostProfile, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/rootdir"
 )
 
 // PodInfo is a pod the node should run, for its volumes and limits.
@@ -682,7 +684,7 @@ func (b *builder) podStorage(ps *statsv1alpha1.PodStats, rp *rawPod, info PodInf
 		add(b.onRootFs(u), true)
 	}
 	if b.p.cfg.RootDir != "" {
-		hosts := filepath.Join(b.p.cfg.RootDir, "pods", meta.GetUid(), "etc-hosts")
+		hosts := rootdir.Dir(b.p.cfg.RootDir).PodEtcHosts(types.UID(meta.GetUid()))
 		if u, err := diskUsage(hosts); err == nil {
 			add(b.onRootFs(u), true)
 		}
