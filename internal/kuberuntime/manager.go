@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -490,4 +492,40 @@ func unixNano(ns int64) time.Time {
 // <podLogsDir>/<namespace>_<name>_<uid>.
 func PodLogDir(podLogsDir, namespace, name string, uid types.UID) string {
 	return filepath.Join(podLogsDir, namespace+"_"+name+"_"+string(uid))
+}
+
+// ParsePodLogDir is the namespace, name and UID of a pod's log directory
+// name (PodLogDir's last element); ok is false for a name that is not one.
+func ParsePodLogDir(dir string) (namespace, name string, uid types.UID, ok bool) {
+	parts := strings.Split(dir, "_")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], types.UID(parts[2]), true
+}
+
+// RemoveOrphanLogDirs removes the log directories in podLogsDir of pods
+// keep does not keep, and returns their UIDs.
+func RemoveOrphanLogDirs(podLogsDir string, keep func(types.UID) bool) ([]types.UID, error) {
+	entries, err := os.ReadDir(podLogsDir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var removed []types.UID
+	var errs []error
+	for _, e := range entries {
+		_, _, uid, ok := ParsePodLogDir(e.Name())
+		if !e.IsDir() || !ok || keep(uid) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(podLogsDir, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, uid)
+	}
+	return removed, errors.Join(errs...)
 }
