@@ -24,6 +24,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -152,10 +153,10 @@ func New(cfg Config) (*Manager, error) {
 		resources: map[string]*resourceState{}, alloc: allocations{}}, nil
 }
 
-// Start reads the checkpoint and clears the folder of the sockets a
+// Restore reads the checkpoint and clears the folder of the sockets a
 // previous run left (plugins register again when kubelet.sock is new).
 // It is called before pods are admitted; Run may come later.
-func (m *Manager) Start(ctx context.Context) error {
+func (m *Manager) Restore(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if err := os.MkdirAll(m.cfg.Dir, 0o750); err != nil {
 		return err
@@ -376,6 +377,16 @@ func (m *Manager) AdmissionAllocatable() v1.ResourceList {
 		}
 	}
 	return alloc
+}
+
+// Admit is the device plugins' admission handler (upstream's resource
+// allocation handler): it assigns the pod its devices (Allocate), and
+// refuses it UnexpectedAdmissionError when that fails.
+func (m *Manager) Admit(ctx context.Context, a admission.Attributes) admission.Result {
+	if err := m.Allocate(ctx, a.Pod); err != nil {
+		return admission.Result{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + err.Error() + ", which is unexpected"}
+	}
+	return admission.Result{Admit: true}
 }
 
 // Allocate assigns devices to the pod's containers that ask for device

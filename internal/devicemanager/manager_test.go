@@ -137,7 +137,7 @@ func newHarness(t *testing.T, dir string) *harness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.m, h.cancel = m, cancel
-	if err := m.Start(ctx); err != nil {
+	if err := m.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})

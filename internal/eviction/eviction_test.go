@@ -15,6 +15,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
@@ -360,7 +361,7 @@ func TestManagerSynchronize(t *testing.T) {
 	if ev := <-rec.Events; ev != "Warning EvictionThresholdMet Attempting to reclaim memory" {
 		t.Errorf("event %q", ev)
 	}
-	if r := m.Admit(klog.Background(), &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}); r.Admit {
+	if r := m.Admit(t.Context(), admission.Attributes{Pod: &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}}); r.Admit {
 		t.Error("a BestEffort pod admitted under memory pressure")
 	}
 }

@@ -143,9 +143,9 @@ func New(cfg Config) (*Manager, error) {
 }
 
 // Run observes the signals until ctx ends.
-func (m *Manager) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) error {
 	if len(m.cfg.Thresholds) == 0 {
-		return
+		return nil
 	}
 	logger := klog.FromContext(ctx)
 	var ts []string
@@ -197,7 +197,7 @@ func (m *Manager) Run(ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
-				return
+				return nil
 			case <-tick.C():
 				followUps = 0
 				break wait
@@ -522,6 +522,6 @@ func (m *Manager) Conditions() []v1.NodeConditionType {
 func (m *Manager) Changed() <-chan struct{} { return m.changed }
 
 // Admit decides whether pod may start under the current conditions.
-func (m *Manager) Admit(logger klog.Logger, pod *v1.Pod) admission.Result {
-	return Admit(logger, m.Conditions(), pod)
+func (m *Manager) Admit(ctx context.Context, a admission.Attributes) admission.Result {
+	return Admit(klog.FromContext(ctx), m.Conditions(), a.Pod)
 }

@@ -119,7 +119,7 @@ func (m *Manager) ShuttingDown() error {
 }
 
 // Admit refuses pods while the node shuts down.
-func (m *Manager) Admit(*v1.Pod) admission.Result {
+func (m *Manager) Admit(context.Context, admission.Attributes) admission.Result {
 	if m.shuttingDown.Load() {
 		return admission.Result{Reason: AdmissionReason, Message: AdmissionMessage}
 	}
@@ -129,7 +129,7 @@ func (m *Manager) Admit(*v1.Pod) admission.Result {
 // Run watches for shutdowns until ctx is done, reaching logind again
 // whenever it goes away. Without logind, graceful shutdown is off and
 // nodelet carries on.
-func (m *Manager) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Creating node shutdown manager", "shutdownGracePeriodRequested", Requested(m.cfg.Periods),
 		"shutdownGracePeriodByPodPriority", m.cfg.Periods)
@@ -142,7 +142,7 @@ func (m *Manager) Run(ctx context.Context) {
 	for failures := 0; ; failures++ {
 		watched, err := m.watch(ctx)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		if watched {
 			failures, wait = 0, m.cfg.ReconnectPeriod
@@ -154,7 +154,7 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-m.cfg.Clock.After(wait):
 		}
 		wait = min(2*wait, 30*time.Second)

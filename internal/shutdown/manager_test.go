@@ -19,6 +19,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
@@ -262,7 +263,7 @@ func TestShutdownStopsGroupsInOrder(t *testing.T) {
 	if !receive(t, h.changed, "node status change") {
 		t.Fatal("NodeChanged called but not shutting down")
 	}
-	if r := h.m.Admit(runningPod("new", 0, 1)); r.Admit || r.Reason != AdmissionReason || r.Message != AdmissionMessage {
+	if r := h.m.Admit(t.Context(), admission.Attributes{Pod: runningPod("new", 0, 1)}); r.Admit || r.Reason != AdmissionReason || r.Message != AdmissionMessage {
 		t.Errorf("admission %+v, want NodeShutdown", r)
 	}
 	if err := h.m.ShuttingDown(); err == nil || err.Error() != "node is shutting down" {
@@ -354,7 +355,7 @@ func TestShutdownCancelled(t *testing.T) {
 	if receive(t, h.changed, "node status change") {
 		t.Error("still shutting down after the cancellation")
 	}
-	if h.m.ShuttingDown() != nil || !h.m.Admit(runningPod("new", 0, 1)).Admit {
+	if h.m.ShuttingDown() != nil || !h.m.Admit(t.Context(), admission.Attributes{Pod: runningPod("new", 0, 1)}).Admit {
 		t.Error("node not back after the cancellation")
 	}
 	// Stepping well past both groups' periods stops nothing more.
@@ -421,7 +422,7 @@ func TestWithoutLogindCarriesOn(t *testing.T) {
 		clk.Step(wait)
 		receive(t, u.calls, "reconnection")
 	}
-	if m.ShuttingDown() != nil || !m.Admit(runningPod("p", 0, 1)).Admit {
+	if m.ShuttingDown() != nil || !m.Admit(t.Context(), admission.Attributes{Pod: runningPod("p", 0, 1)}).Admit {
 		t.Error("a node without logind refuses pods")
 	}
 	cancel()
