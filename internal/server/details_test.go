@@ -1,4 +1,4 @@
-package nodelet
+package server
 
 import (
 	"testing"
@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/volumes"
 )
 
@@ -24,13 +23,13 @@ func TestBackOffs(t *testing.T) {
 		status v1.PodStatus
 		delay  time.Duration
 		in     bool
-		want   []server.ContainerBackOff
+		want   []ContainerBackOff
 	}{
 		{"no container waiting", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}, 10 * time.Second, true, nil},
 		{"an app container 5 s into a 40 s back-off", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{crashed("app", now.Add(-5*time.Second))}}, 40 * time.Second, true,
-			[]server.ContainerBackOff{{Container: "app", Delay: metav1.Duration{Duration: 40 * time.Second}, Until: metav1.NewTime(now.Add(35 * time.Second))}}},
+			[]ContainerBackOff{{Container: "app", Delay: metav1.Duration{Duration: 40 * time.Second}, Until: metav1.NewTime(now.Add(35 * time.Second))}}},
 		{"an init container first", v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{crashed("init", now.Add(-time.Second))}, ContainerStatuses: []v1.ContainerStatus{crashed("other", now.Add(-2*time.Second))}}, 10 * time.Second, true,
-			[]server.ContainerBackOff{{Container: "init", Delay: metav1.Duration{Duration: 10 * time.Second}, Until: metav1.NewTime(now.Add(9 * time.Second))},
+			[]ContainerBackOff{{Container: "init", Delay: metav1.Duration{Duration: 10 * time.Second}, Until: metav1.NewTime(now.Add(9 * time.Second))},
 				{Container: "other", Delay: metav1.Duration{Duration: 10 * time.Second}, Until: metav1.NewTime(now.Add(8 * time.Second))}}},
 		{"the back-off is over (status not updated yet)", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{crashed("app", now.Add(-20*time.Second))}}, 10 * time.Second, true, nil},
 		{"the runtime has no back-off for it", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{crashed("app", now.Add(-time.Second))}}, 10 * time.Second, false, nil},
@@ -70,10 +69,10 @@ func TestVolumeStates(t *testing.T) {
 		"was-ok": {Path: "/p", SetUpAt: at, Err: "boom", ErrAt: at.Add(time.Minute)},
 	})
 	want := []struct{ name, kind, state, path, err string }{
-		{"data", "emptyDir", server.VolumeReady, "/pods/u/volumes/kubernetes.io~empty-dir/data", ""},
-		{"config", "configMap", server.VolumeFailed, "", `configmap "c" not found`},
-		{"was-ok", "secret", server.VolumeFailed, "/p", "boom"},
-		{"later", "hostPath", server.VolumePending, "", ""},
+		{"data", "emptyDir", VolumeReady, "/pods/u/volumes/kubernetes.io~empty-dir/data", ""},
+		{"config", "configMap", VolumeFailed, "", `configmap "c" not found`},
+		{"was-ok", "secret", VolumeFailed, "/p", "boom"},
+		{"later", "hostPath", VolumePending, "", ""},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)

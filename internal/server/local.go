@@ -67,7 +67,7 @@ func (s *Server) localHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.Handler())
 	mux.HandleFunc("GET /nodelet/events/{ns}/{pod}", func(w http.ResponseWriter, r *http.Request) {
-		pod, ok := s.host.PodByName(r.PathValue("ns"), r.PathValue("pod"))
+		pod, ok := s.pods.PodByName(r.PathValue("ns"), r.PathValue("pod"))
 		if !ok {
 			http.Error(w, fmt.Sprintf("pod %q does not exist", r.PathValue("pod")), http.StatusNotFound)
 			return
@@ -80,13 +80,13 @@ func (s *Server) localHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /nodelet/pods", func(w http.ResponseWriter, _ *http.Request) {
 		list := PodDetailsList{Items: []PodDetails{}}
-		for _, p := range s.host.Pods() {
+		for _, p := range s.pods.Pods() {
 			list.Items = append(list.Items, s.details(p))
 		}
 		writeJSON(w, list)
 	})
 	mux.HandleFunc("GET /nodelet/pods/{ns}/{pod}", func(w http.ResponseWriter, r *http.Request) {
-		pod, ok := s.host.PodByName(r.PathValue("ns"), r.PathValue("pod"))
+		pod, ok := s.pods.PodByName(r.PathValue("ns"), r.PathValue("pod"))
 		if !ok {
 			http.Error(w, fmt.Sprintf("pod %q does not exist", r.PathValue("pod")), http.StatusNotFound)
 			return
@@ -103,19 +103,6 @@ func (s *Server) localHandler() http.Handler {
 type LocalInfo struct {
 	NodeName      string `json:"nodeName"`
 	StaticPodPath string `json:"staticPodPath"`
-}
-
-// details is what the local API tells of pod beyond its status.
-func (s *Server) details(pod *v1.Pod) PodDetails {
-	var d PodDetails
-	if s.cfg.Details != nil {
-		d = s.cfg.Details(pod)
-	}
-	d.Namespace, d.Name, d.UID = pod.Namespace, pod.Name, pod.UID
-	if d.Source == "" {
-		d.Source = PodSource(pod)
-	}
-	return d
 }
 
 // Pod sources, as `nodelet pods` shows them.

@@ -1,18 +1,20 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/nodelet/nodelet/internal/volumes"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
 )
 
-// pods is a Host with pods and no runtime.
+// pods is Pods over a list.
 type pods []*v1.Pod
 
 func (p pods) Pods() []*v1.Pod { return p }
@@ -24,26 +26,19 @@ func (p pods) PodByName(ns, name string) (*v1.Pod, bool) {
 	}
 	return nil, false
 }
-func (p pods) RunningPods() ([]*v1.Pod, error)                                     { return nil, nil }
-func (p pods) RunningContainerID(context.Context, *v1.Pod, string) (string, error) { return "", nil }
-func (p pods) SandboxID(context.Context, *v1.Pod) (string, error)                  { return "", nil }
-func (p pods) ContainerLog(context.Context, *v1.Pod, string, bool) (string, string, error) {
-	return "", "", nil
-}
 
 // TestLocalPodDetails: /nodelet/pods lists every pod's details with its
-// source (from Details, else its annotations), /nodelet/pods/{ns}/{pod}
-// one, 404 for a pod the node does not run.
+// source (checkpoint while restored, else its annotations) and volumes,
+// /nodelet/pods/{ns}/{pod} one, 404 for a pod the node does not run.
 func TestLocalPodDetails(t *testing.T) {
 	static := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-n1", UID: "u1", Annotations: map[string]string{"kubernetes.io/config.source": "file"}}}
 	api := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "u2"}}
 	restored := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "old", UID: "u3", Annotations: map[string]string{"kubernetes.io/config.source": "api"}}}
-	s := &Server{cfg: Config{Kubelet: &kubeletv1beta1.KubeletConfiguration{}, Details: func(p *v1.Pod) PodDetails {
-		if p.UID == "u3" {
-			return PodDetails{Source: SourceCheckpoint, Volumes: []VolumeState{{Name: "v", State: VolumePending}}}
-		}
-		return PodDetails{}
-	}}, host: pods{static, api, restored}}
+	restored.Spec.Volumes = []v1.Volume{{Name: "v"}}
+	s := &Server{cfg: Config{Kubelet: &kubeletv1beta1.KubeletConfiguration{},
+		Restored:     func(uid types.UID) bool { return uid == "u3" },
+		VolumeStates: func(types.UID) map[string]volumes.State { return nil },
+	}, pods: pods{static, api, restored}, clock: clock.RealClock{}}
 	h := s.localHandler()
 	get := func(path string, v any) int {
 		rec := httptest.NewRecorder()

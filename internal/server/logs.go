@@ -37,7 +37,7 @@ func (s *Server) handleContainerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 		return
 	}
-	pod, ok := s.host.PodByName(ns, name)
+	pod, ok := s.pods.PodByName(ns, name)
 	if !ok {
 		http.Error(w, fmt.Sprintf("pod %q does not exist", name), http.StatusNotFound)
 		return
@@ -46,7 +46,7 @@ func (s *Server) handleContainerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("container %q not found in pod %q", container, name), http.StatusNotFound)
 		return
 	}
-	id, path, err := s.host.ContainerLog(r.Context(), pod, container, opts.Previous)
+	id, path, err := s.containerLog(r.Context(), pod, container, opts.Previous)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

@@ -14,12 +14,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nodelet/nodelet/internal/apiclient"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
+	"github.com/nodelet/nodelet/internal/volumes"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -27,28 +29,10 @@ import (
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/metrics"
 )
-
-// Host is what the server reads of nodelet. Implementations must be safe
-// for concurrent use.
-type Host interface {
-	// Pods returns the pods the node runs, with their latest status.
-	Pods() []*v1.Pod
-	// PodByName returns one of them.
-	PodByName(namespace, name string) (*v1.Pod, bool)
-	// RunningPods returns what the runtime runs, as pods (name, namespace,
-	// UID and containers), also for pods nodelet no longer wants.
-	RunningPods() ([]*v1.Pod, error)
-	// RunningContainerID is the CRI ID of a running container of the pod.
-	RunningContainerID(ctx context.Context, pod *v1.Pod, container string) (string, error)
-	// SandboxID is the CRI ID of the pod's ready sandbox.
-	SandboxID(ctx context.Context, pod *v1.Pod) (string, error)
-	// ContainerLog is the CRI ID and log path of the container's current (or
-	// previous) instance; the error says why there is none.
-	ContainerLog(ctx context.Context, pod *v1.Pod, container string, previous bool) (id, path string, err error)
-}
 
 // Stats gives /stats/summary and the /metrics/resource collector.
 type Stats interface {
@@ -79,22 +63,37 @@ type Config struct {
 	// LogDir is served at /logs/ when enableSystemLogHandler is on.
 	LogDir string
 	// Client is nil in standalone mode.
-	Client  kubernetes.Interface
-	Host    Host
+	Client apiclient.Interface
+	// Pods are the pods the node runs. Required.
+	Pods Pods
+	// Runtime is the CRI runtime (logs, exec, attach, port-forward).
+	// Required.
 	Runtime internalapi.RuntimeService
-	Stats   Stats
+	// PodRuntime reads a pod's containers afresh and their restart
+	// back-off. Required.
+	PodRuntime PodRuntime
+	// Relisted is the last relist's view of the runtime (/runningpods/);
+	// ok is false before the first.
+	Relisted func() ([]*kubecontainer.RunningPod, bool)
+	Stats    Stats
 	// Events gives a pod's recent events for the local API (nil: none).
 	Events func(types.UID) []v1.Event
-	// Details gives what the local API tells of a pod beyond its status
-	// (nil: its source from its annotations only).
-	Details func(*v1.Pod) PodDetails
+	// Restored tells whether a pod runs from the offline checkpoint,
+	// not yet confirmed by the API server (nil: none does).
+	Restored func(types.UID) bool
+	// VolumeStates gives a pod's volumes' states for the local API (nil:
+	// none known).
+	VolumeStates func(types.UID) map[string]volumes.State
+	// Clock is the back-offs' now (the real clock when nil).
+	Clock clock.PassiveClock
 }
 
 // Server is the kubelet API.
 type Server struct {
 	cfg     Config
-	host    Host
+	pods    Pods
 	runtime internalapi.RuntimeService
+	clock   clock.PassiveClock
 	stats   Stats
 	auth    *auth
 	// resource is the /metrics/resource registry, cadvisor /metrics/cadvisor's.
@@ -103,6 +102,19 @@ type Server struct {
 
 // New checks the configuration and builds the server. It does not listen.
 func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Kubelet == nil:
+		return nil, errors.New("server: Config.Kubelet is required")
+	case cfg.Pods == nil:
+		return nil, errors.New("server: Config.Pods is required")
+	case cfg.Runtime == nil:
+		return nil, errors.New("server: Config.Runtime is required")
+	case cfg.PodRuntime == nil:
+		return nil, errors.New("server: Config.PodRuntime is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	kc := cfg.Kubelet
 	a, warnings, err := newAuth(cfg.NodeName, cfg.Client, kc.Authentication, kc.Authorization)
 	if err != nil {
@@ -111,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 	for _, w := range warnings {
 		klog.Background().Info("Warning: kubelet API", "problem", w)
 	}
-	s := &Server{cfg: cfg, host: cfg.Host, runtime: cfg.Runtime, stats: cfg.Stats, auth: a, resource: prometheus.NewRegistry(), cadvisor: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, pods: cfg.Pods, runtime: cfg.Runtime, clock: cfg.Clock, stats: cfg.Stats, auth: a, resource: prometheus.NewRegistry(), cadvisor: prometheus.NewRegistry()}
 	if cfg.Stats != nil {
 		s.resource.MustRegister(cfg.Stats.ResourceCollector())
 		s.cadvisor.MustRegister(cfg.Stats.CadvisorCollector())
@@ -349,7 +361,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 // handlePods serves the pods the node runs as a v1 PodList.
 func (s *Server) handlePods(w http.ResponseWriter, _ *http.Request) {
 	list := &v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
-	for _, p := range s.host.Pods() {
+	for _, p := range s.pods.Pods() {
 		list.Items = append(list.Items, *p)
 	}
 	writeJSON(w, list)
@@ -357,7 +369,7 @@ func (s *Server) handlePods(w http.ResponseWriter, _ *http.Request) {
 
 // handleRunningPods serves what the runtime runs as a v1 PodList.
 func (s *Server) handleRunningPods(w http.ResponseWriter, r *http.Request) {
-	pods, err := s.host.RunningPods()
+	pods, err := s.runningPods()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

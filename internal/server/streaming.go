@@ -44,7 +44,7 @@ func parseStreamOptions(r *http.Request) (streamOptions, error) {
 // answering 404 itself when there is none.
 func (s *Server) streamPod(w http.ResponseWriter, r *http.Request) (*v1.Pod, bool) {
 	name, uid := r.PathValue("pod"), types.UID(r.PathValue("uid"))
-	pod, found := s.host.PodByName(r.PathValue("ns"), name)
+	pod, found := s.pods.PodByName(r.PathValue("ns"), name)
 	if !found || (uid != "" && pod.UID != uid) {
 		http.Error(w, fmt.Sprintf("pod %q does not exist", name), http.StatusNotFound)
 		return nil, false
@@ -64,7 +64,7 @@ func (s *Server) containerTarget(w http.ResponseWriter, r *http.Request) (stream
 	if !ok {
 		return opts, "", false
 	}
-	id, err := s.host.RunningContainerID(r.Context(), pod, r.PathValue("container"))
+	id, err := s.runningContainerID(r.Context(), pod, r.PathValue("container"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return opts, "", false
@@ -128,7 +128,7 @@ func (s *Server) handlePortForward(w http.ResponseWriter, r *http.Request) {
 			ports = append(ports, int32(n))
 		}
 	}
-	sandbox, err := s.host.SandboxID(r.Context(), pod)
+	sandbox, err := s.sandboxID(r.Context(), pod)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -153,7 +153,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no cmd given", http.StatusBadRequest)
 		return
 	}
-	id, err := s.host.RunningContainerID(r.Context(), pod, r.PathValue("container"))
+	id, err := s.runningContainerID(r.Context(), pod, r.PathValue("container"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
