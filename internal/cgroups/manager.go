@@ -175,8 +175,23 @@ func (m *Manager) ResourceOptions() ResourceOptions {
 // does; an error means pods cannot get their cgroups. It then writes the
 // reservations into kubeReservedCgroup and systemReservedCgroup as
 // enforceNodeAllocatable asks (those must exist: an error otherwise, fatal
-// upstream too). Without CgroupsPerQOS it does nothing.
+// upstream too). Without CgroupsPerQOS it does nothing. As upstream, a
+// failure is fatal to the caller: pods would run without their limits.
 func (m *Manager) Start(ctx context.Context) error {
+	if err := m.start(ctx); err != nil {
+		return fmt.Errorf("failed to start the container manager (pod cgroups, cgroupDriver %s, cgroupRoot %q, cgroupsPerQOS %v): %w",
+			m.cfg.Driver, m.cfg.CgroupRoot, m.cfg.CgroupsPerQOS, err)
+	}
+	version := "v1"
+	if m.CgroupV2() {
+		version = "v2"
+	}
+	klog.FromContext(ctx).Info("Pod cgroups ready", "cgroupVersion", version, "driver", m.cfg.Driver, "cgroupsPerQOS", m.cfg.CgroupsPerQOS,
+		"podsCgroup", m.PodsCgroup())
+	return nil
+}
+
+func (m *Manager) start(ctx context.Context) error {
 	if !m.cfg.CgroupsPerQOS {
 		return nil
 	}

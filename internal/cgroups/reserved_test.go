@@ -68,7 +68,7 @@ func TestEnforceReservedMissingCgroup(t *testing.T) {
 		c.Event = func(eventType, reason, message string) { events = append(events, eventType+" "+reason+": "+message) }
 	})
 	err := m.Start(context.Background())
-	if err == nil || !strings.HasPrefix(err.Error(), `Failed to enforce System Reserved Cgroup Limits on "/system-reserved": cgroup "/system-reserved" has some missing paths: `) {
+	if err == nil || !strings.Contains(err.Error(), `: Failed to enforce System Reserved Cgroup Limits on "/system-reserved": cgroup "/system-reserved" has some missing paths: `) {
 		t.Fatalf("Start: %v", err)
 	}
 	if len(events) != 2 || !strings.HasPrefix(events[1], "Warning FailedNodeAllocatableEnforcement: Failed to enforce System Reserved Cgroup Limits") {

@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,4 +38,22 @@ func TestStore(t *testing.T) {
 	if s.ForPod("a") != nil || s.ForPod(types.UID(fmt.Sprint("p", MaxPods-1))) == nil {
 		t.Fatal("the least recently touched pod not forgotten first")
 	}
+}
+
+// The recorder keeps a pod's events in the store, with the kubelet as
+// their source.
+func TestNewRecorder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		r, stop := NewRecorder(nil, "n1", s)
+		pod := &v1.Pod{}
+		pod.Name, pod.Namespace, pod.UID = "p", "ns", "u1"
+		r.Event(pod, v1.EventTypeWarning, "BackOff", "restarting")
+		synctest.Wait() // the broadcaster delivers asynchronously
+		got := s.ForPod("u1")
+		if len(got) != 1 || got[0].Reason != "BackOff" || got[0].Source.Component != "kubelet" || got[0].Source.Host != "n1" {
+			t.Errorf("events %+v", got)
+		}
+		stop()
+	})
 }

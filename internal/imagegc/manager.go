@@ -110,7 +110,7 @@ func New(cfg Config) (*Manager, error) {
 
 // Run collects every period until ctx ends; a failure twice in a row is a
 // node event (ImageGCFailed), as upstream.
-func (m *Manager) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	tick := m.cfg.Clock.NewTicker(m.cfg.Period)
 	defer tick.Stop()
@@ -118,7 +118,7 @@ func (m *Manager) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C():
 		}
 		if err := m.GarbageCollect(ctx); err != nil {

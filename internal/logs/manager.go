@@ -122,11 +122,11 @@ func (m *Manager) enabled() bool { return m.cfg.MaxSize >= 0 }
 
 // Run makes a rotation pass at once and then every MonitorInterval until
 // ctx is done. It returns at once when rotation is disabled.
-func (m *Manager) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if !m.enabled() {
 		logger.V(2).Info("Container log rotation is disabled", "maxSize", m.cfg.MaxSize)
-		return
+		return nil
 	}
 	logger.V(2).Info("Starting container log manager", "maxSize", m.cfg.MaxSize, "maxFiles", m.cfg.MaxFiles,
 		"monitorInterval", m.cfg.MonitorInterval, "workers", m.cfg.MaxWorkers)
@@ -138,7 +138,7 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-ticker.C():
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,10 +19,10 @@ import (
 
 // Config configures a Trimmer.
 type Config struct {
-	// Ready tells whether start-up is over (the node registered, every
-	// pod source seen once). Required.
-	Ready func() bool
-	// Settle is how long the trim waits after Ready first says true, for
+	// Ready are closed once start-up is over (the node registered, every
+	// pod source seen once): the trim waits for all of them. Required.
+	Ready []<-chan struct{}
+	// Settle is how long the trim waits after the last of Ready, for
 	// the first syncs of the pods already there to finish (30 s when 0).
 	Settle time.Duration
 	// Clock times the waits (the real clock when nil).
@@ -35,7 +36,7 @@ type Trimmer struct {
 
 // New returns a Trimmer for cfg. It fails when cfg has no Ready.
 func New(cfg Config) (*Trimmer, error) {
-	if cfg.Ready == nil {
+	if len(cfg.Ready) == 0 || slices.Contains(cfg.Ready, nil) {
 		return nil, errors.New("memtrim: Config.Ready is required")
 	}
 	if cfg.Settle == 0 {
@@ -49,27 +50,28 @@ func New(cfg Config) (*Trimmer, error) {
 
 // Run waits for start-up to be over, trims, and returns (at once when ctx
 // is done).
-func (t *Trimmer) Run(ctx context.Context) {
+func (t *Trimmer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	for !t.cfg.Ready() {
+	for _, ready := range t.cfg.Ready {
 		select {
 		case <-ctx.Done():
-			return
-		case <-t.cfg.Clock.After(time.Second):
+			return nil
+		case <-ready:
 		}
 	}
 	select {
 	case <-ctx.Done():
-		return
+		return nil
 	case <-t.cfg.Clock.After(t.cfg.Settle):
 	}
 	before := rssFileKiB()
 	n, err := TrimSelf()
 	if err != nil {
 		logger.Info("Cannot give back the binary's start-up pages", "reason", err.Error())
-		return
+		return nil
 	}
 	logger.Info("Gave back the binary's pages start-up used; those in use come back from the file", "mappings", n, "rssFileKiBBefore", before, "rssFileKiBAfter", rssFileKiB())
+	return nil
 }
 
 // TrimSelf asks the kernel to reclaim the pages of this process's

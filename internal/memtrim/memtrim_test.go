@@ -1,14 +1,10 @@
 package memtrim
 
 import (
-	"context"
-	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
 )
@@ -16,7 +12,8 @@ import (
 func TestNew(t *testing.T) {
 	ctortest.Run(t, New, []ctortest.Case[Config]{
 		{Name: "no ready", Config: Config{}, WantErr: "Config.Ready is required"},
-		{Name: "a nil clock is the real one", Config: Config{Ready: func() bool { return true }}},
+		{Name: "a nil ready channel", Config: Config{Ready: []<-chan struct{}{nil}}, WantErr: "Config.Ready is required"},
+		{Name: "a nil clock is the real one", Config: Config{Ready: []<-chan struct{}{make(chan struct{})}}},
 	}, func(t *testing.T, tr *Trimmer) {
 		ctortest.RealClock(t, tr.cfg.Clock)
 		if tr.cfg.Settle != 30*time.Second {
@@ -69,40 +66,41 @@ func TestTrimSelf(t *testing.T) {
 	t.Logf("%d mappings, RssFile %d -> %d KiB", n, before, after)
 }
 
-// TestRunWaitsForReadyAndSettle: nothing happens until Ready, then the
-// settle time; Run returns after the trim.
+// TestRunWaitsForReadyAndSettle: nothing happens until every Ready channel
+// is closed, then the settle time; Run returns after the trim.
 func TestRunWaitsForReadyAndSettle(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	var ready atomic.Bool
-	tr, err := New(Config{Clock: clk, Settle: 10 * time.Second, Ready: ready.Load})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { tr.Run(context.Background()); close(done) }()
-	waitWaiter := func() {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !clk.HasWaiters() {
-			if time.Now().After(deadline) {
-				t.Fatal("Run is not waiting on its clock")
-			}
-			runtime.Gosched()
+	synctest.Test(t, func(t *testing.T) {
+		sources, node := make(chan struct{}), make(chan struct{})
+		tr, err := New(Config{Settle: 10 * time.Second, Ready: []<-chan struct{}{sources, node}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	waitWaiter()
-	ready.Store(true)
-	clk.Step(time.Second) // the next poll sees Ready
-	waitWaiter()          // now in the settle wait
-	select {
-	case <-done:
-		t.Fatal("Run trimmed before the settle time")
-	default:
-	}
-	clk.Step(10 * time.Second)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after the settle time")
-	}
+		done := make(chan struct{})
+		go func() { _ = tr.Run(t.Context()); close(done) }()
+		start := time.Now()
+		returned := func() bool {
+			synctest.Wait()
+			select {
+			case <-done:
+				return true
+			default:
+				return false
+			}
+		}
+		close(node)
+		time.Sleep(time.Hour)
+		if returned() {
+			t.Fatal("Run trimmed before every Ready channel was closed")
+		}
+		close(sources)
+		ready := time.Now()
+		time.Sleep(10*time.Second - time.Nanosecond)
+		if returned() {
+			t.Fatal("Run trimmed before the settle time")
+		}
+		<-done
+		if got := time.Since(ready); got != 10*time.Second {
+			t.Errorf("trimmed %v after ready (started %v ago), want the settle time, 10s", got, time.Since(start))
+		}
+	})
 }

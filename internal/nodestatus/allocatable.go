@@ -2,6 +2,7 @@ package nodestatus
 
 import (
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -58,4 +59,19 @@ func MachineAllocatable(cfg *kubeletv1beta1.KubeletConfiguration, m machine.Fact
 		return capacity
 	}
 	return alloc
+}
+
+// AllocatableOf is the node's allocatable as pods' downward API and
+// resource defaults read it: the Node's (node, nil standalone or before
+// registration), else the machine's, computed once.
+func AllocatableOf(cfg *kubeletv1beta1.KubeletConfiguration, m machine.Facts, node func() *v1.Node) func() v1.ResourceList {
+	machineAlloc := sync.OnceValue(func() v1.ResourceList { return MachineAllocatable(cfg, m) })
+	return func() v1.ResourceList {
+		if node != nil {
+			if n := node(); n != nil && len(n.Status.Allocatable) > 0 {
+				return n.Status.Allocatable
+			}
+		}
+		return machineAlloc()
+	}
 }

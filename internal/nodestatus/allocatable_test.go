@@ -88,3 +88,19 @@ func TestCapacityAndAllocatable(t *testing.T) {
 	}
 	check(t, "machine allocatable", MachineAllocatable(bad, facts()), map[v1.ResourceName]string{"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi"})
 }
+
+func TestAllocatableOf(t *testing.T) {
+	var node *v1.Node
+	alloc := AllocatableOf(&kubeletv1beta1.KubeletConfiguration{MaxPods: 10}, machine.Facts{NumCPU: 2, MemoryCapacity: 1 << 30},
+		func() *v1.Node { return node })
+	if got := alloc()[v1.ResourceCPU]; got.String() != "2" {
+		t.Errorf("before registration: cpu %s, want the machine's 2", got.String())
+	}
+	node = &v1.Node{Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m")}}}
+	if got := alloc()[v1.ResourceCPU]; got.String() != "1500m" {
+		t.Errorf("registered: cpu %s, want the Node's 1500m", got.String())
+	}
+	if got := AllocatableOf(&kubeletv1beta1.KubeletConfiguration{}, machine.Facts{NumCPU: 4}, nil)()[v1.ResourceCPU]; got.String() != "4" {
+		t.Errorf("standalone: cpu %s, want 4", got.String())
+	}
+}

@@ -76,3 +76,30 @@ func TestReadyWhileShuttingDown(t *testing.T) {
 		}
 	}
 }
+
+// Registered is closed by the registration, not before.
+func TestRegisteredClosedOnRegistration(t *testing.T) {
+	client := fake.NewClientset()
+	m, err := New(Config{Client: client, NodeName: "n1", Recorder: record.NewFakeRecorder(10),
+		Kubelet: &kubeletv1beta1.KubeletConfiguration{}, Runtime: critest.NewFakeRuntimeService(), Images: critest.NewFakeImageService()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := m.Registered()
+	select {
+	case <-registered:
+		t.Fatal("registered before registering")
+	default:
+	}
+	if err := m.register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-registered:
+	default:
+		t.Fatal("not registered after the Node was created")
+	}
+	if m.Node() == nil || m.Node().Name != "n1" {
+		t.Fatalf("Node %v after registration", m.Node())
+	}
+}

@@ -114,7 +114,7 @@ func (g *Generic) Watch() <-chan *Event { return g.events }
 
 // Run relists every period until ctx is done; with an event stream, as
 // soon as the runtime reports a change and every EventedPeriod.
-func (g *Generic) Run(ctx context.Context) {
+func (g *Generic) Run(ctx context.Context) error {
 	g.mu.Lock()
 	g.started = g.cfg.Clock.Now()
 	g.mu.Unlock()
@@ -140,7 +140,7 @@ func (g *Generic) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C():
 			evented := g.streaming.Load() && !g.cfg.Clock.Now().Before(slowUntil)
 			if evented && g.cfg.Clock.Since(g.lastRelistStart()) < g.cfg.EventedPeriod {
@@ -152,7 +152,7 @@ func (g *Generic) Run(ctx context.Context) {
 			if d := minRelistGap - g.cfg.Clock.Since(g.lastRelistStart()); d > 0 {
 				select {
 				case <-ctx.Done():
-					return
+					return nil
 				case <-g.cfg.Clock.After(d):
 				}
 			}
@@ -299,4 +299,25 @@ func (g *Generic) RuntimeError() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.lastErr
+}
+
+// RunningCounts are kubelet_running_pods and kubelet_running_containers
+// from the last relist: the pods with a ready sandbox, the containers by
+// state.
+func (g *Generic) RunningCounts() (int, map[string]int) {
+	pods, _ := g.RunningPods()
+	ctrs := map[string]int{}
+	count := 0
+	for _, p := range pods {
+		for _, s := range p.Sandboxes {
+			if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				count++
+				break
+			}
+		}
+		for _, c := range p.Containers {
+			ctrs[metrics.ContainerStateLabel(c.State)]++
+		}
+	}
+	return count, ctrs
 }

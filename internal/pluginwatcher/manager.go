@@ -87,7 +87,7 @@ func (m *Manager) Registered() map[string]string {
 }
 
 // Run watches Dir until ctx is done.
-func (m *Manager) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if err := os.MkdirAll(m.cfg.Dir, 0o750); err != nil {
 		logger.Error(err, "Cannot create the plugin registration folder", "path", m.cfg.Dir)
@@ -106,7 +106,7 @@ func (m *Manager) Run(ctx context.Context) {
 		m.reconcile(ctx)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-events:
 		case <-t.C():
 		}

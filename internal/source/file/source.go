@@ -79,7 +79,7 @@ func New(cfg Config) (*Source, error) {
 func (s *Source) Updates() <-chan []*v1.Pod { return s.updates }
 
 // Run reads the directory until ctx is done.
-func (s *Source) Run(ctx context.Context) {
+func (s *Source) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("source", "file", "path", s.cfg.Dir)
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -114,7 +114,7 @@ func (s *Source) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-ticker.C():
 			ensureWatch()
 			s.scan(logger)
