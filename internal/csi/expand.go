@@ -79,15 +79,17 @@ func ExpansionFailed(pvc *v1.PersistentVolumeClaim, err error, now time.Time) *v
 	return p
 }
 
-// RunExpansion looks every period at the PVCs of the volumes published on
-// the node and finishes their expansion on the node (NodeExpandVolume)
-// when the controller side grew them, until ctx is done. The node may not
-// list PVCs, so each is read (one GET per PVC per period).
-func (p *VolumePlugin) RunExpansion(ctx context.Context, period time.Duration) {
+// RunExpansion looks every ExpansionPeriod at the PVCs of the volumes
+// published on the node and finishes their expansion on the node
+// (NodeExpandVolume) when the controller side grew them, until ctx is
+// done. The node may not list PVCs, so each is read (one GET per PVC per
+// period). Standalone (no Client) it returns at once.
+func (p *VolumePlugin) RunExpansion(ctx context.Context) error {
 	if p.cfg.Client == nil {
-		return
+		return nil
 	}
-	wait.UntilWithContext(ctx, p.expandAll, period)
+	wait.UntilWithContext(ctx, p.expandAll, p.cfg.ExpansionPeriod)
+	return nil
 }
 
 func (p *VolumePlugin) expandAll(ctx context.Context) {
