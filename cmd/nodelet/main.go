@@ -67,7 +67,7 @@ func main() {
 	defer flushLogs()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	n, err := nodelet.New(ctx, opts)
+	n, err := nodelet.New(ctx, nodelet.Config{Options: opts})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		os.Exit(2)

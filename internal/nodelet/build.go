@@ -1,0 +1,352 @@
+package nodelet
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/apiclient"
+	"github.com/nodelet/nodelet/internal/apiutil"
+	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/config"
+	"github.com/nodelet/nodelet/internal/csi"
+	"github.com/nodelet/nodelet/internal/devicemanager"
+	"github.com/nodelet/nodelet/internal/eviction"
+	"github.com/nodelet/nodelet/internal/imagegc"
+	"github.com/nodelet/nodelet/internal/images"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/mirror"
+	"github.com/nodelet/nodelet/internal/nodestatus"
+	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podmanager"
+	"github.com/nodelet/nodelet/internal/podsync"
+	"github.com/nodelet/nodelet/internal/podworkers"
+	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/serviceenv"
+	"github.com/nodelet/nodelet/internal/shutdown"
+	"github.com/nodelet/nodelet/internal/source/apiserver"
+	"github.com/nodelet/nodelet/internal/stats"
+	"github.com/nodelet/nodelet/internal/status"
+	"github.com/nodelet/nodelet/internal/volumes"
+)
+
+// plegRelistPeriod is how often the PLEG relists without runtime events.
+const plegRelistPeriod = time.Second
+
+// newClients builds the API clients from the kubeconfig.
+func newClients(ctx context.Context, o *config.Options, contact *apiutil.Contact) (*apiclient.Clients, error) {
+	c := &o.Config
+	return apiclient.New(ctx, apiclient.Config{
+		KubeconfigPath: o.KubeconfigPath, BootstrapKubeconfig: o.BootstrapKubeconfig, NodeName: o.NodeName, CertDir: o.CertDir,
+		RotateCertificates: c.RotateCertificates, QPS: float32(*c.KubeAPIQPS), Burst: int(c.KubeAPIBurst),
+		EventQPS: float32(*c.EventRecordQPS), EventBurst: int(c.EventBurst), ContentType: c.ContentType, Wrap: contact.Wrap,
+	})
+}
+
+// build creates the components that need neither the runtime nor the
+// machine's facts.
+func (n *Nodelet) build() error {
+	cfg := &n.opts.Config
+	var err error
+	var getter volumes.Getter
+	if n.client != nil {
+		// ConfigMaps and Secrets are re-read at most every syncFrequency
+		// (and every minute at most): an update reaches running pods'
+		// files within syncFrequency plus this TTL.
+		if n.apiGetter, err = volumes.NewAPIGetter(volumes.APIGetterConfig{
+			Client: n.client, Clock: n.clock, TTL: min(time.Minute, cfg.SyncFrequency.Duration),
+		}); err != nil {
+			return err
+		}
+		n.objects = n.apiGetter
+		if n.opts.Offline.Autonomy {
+			if err := n.newOffline(); err != nil {
+				return err
+			}
+		}
+		getter = n.objects
+	}
+	// Pods' volumes; the node's allocatable is for downwardAPI
+	// resourceFieldRef limits a container does not set.
+	if n.volumes, err = volumes.New(volumes.ManagerConfig{PodsDir: n.root.Pods(), Getter: getter, Allocatable: n.allocatable}); err != nil {
+		return err
+	}
+	// CSI volumes: inline ones, and PVCs (generic ephemeral volumes too)
+	// bound to CSI PersistentVolumes.
+	var csiObjects csi.Objects
+	if g, ok := n.objects.(*checkpoint.Getter); ok {
+		csiObjects = g
+	}
+	if n.csiVolumes, err = csi.NewVolumePlugin(csi.VolumePluginConfig{
+		RootDir: n.opts.RootDir, NodeName: n.opts.NodeName, Drivers: n.csiDrivers, Client: n.client, Clock: n.clock,
+		StatsPeriod: cfg.VolumeStatsAggPeriod.Duration, Recorder: n.recorder, Objects: csiObjects,
+	}); err != nil {
+		return err
+	}
+	csi.RegisterMetrics(n.registerer, n.csiVolumes)
+	for _, kind := range []string{"csi", "persistentVolumeClaim", "ephemeral"} {
+		n.volumes.Register(kind, n.csiVolumes)
+	}
+	if n.sysctls, err = admission.NewSysctls(cfg.AllowedUnsafeSysctls); err != nil {
+		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
+	}
+	n.main = &mainLoop{pods: n.pods, statuses: n.statuses, recorder: n.recorder, admissionNode: n.admissionNode, clock: n.clock,
+		sourcesSeen: map[string]bool{}}
+	return nil
+}
+
+// newOffline creates the offline checkpoint (offline autonomy): its
+// read-through getter replaces the API getter for volumes, environments,
+// image pull secrets and CSI objects.
+func (n *Nodelet) newOffline() error {
+	m, err := checkpoint.NewManager(checkpoint.ManagerConfig{
+		Dir:     n.root.Offline(),
+		Secrets: n.opts.Offline.Secrets,
+		Pods:    func() []*v1.Pod { return n.pods.Source(sourceAPI) },
+		Status:  n.statuses.GetVersioned,
+		Node:    n.registeredNode,
+		Down:    n.contact.Down,
+		Clock:   n.clock,
+	})
+	if err != nil {
+		return err
+	}
+	n.offline = m
+	n.objects = m.Getter(n.apiGetter, n.client, func(ns string, links bool) (map[string]string, error) {
+		if n.services == nil {
+			return nil, fmt.Errorf("no Service source")
+		}
+		return n.services.Env(ns, links)
+	})
+	checkpoint.RegisterMetrics(n.registerer, m)
+	return nil
+}
+
+// allocatable is the node's allocatable: the Node's in cluster mode, else
+// the machine's (set up once the machine's facts are read).
+func (n *Nodelet) allocatable() v1.ResourceList { return n.allocatableOf() }
+
+// setup creates the components that need the runtime and the machine's
+// facts. In cluster mode it also creates those that talk to the API
+// server.
+func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) error {
+	cfg := &n.opts.Config
+	rs, is = metrics.InstrumentRuntime(rs), metrics.InstrumentImages(is)
+	n.allocatableOf = nodestatus.AllocatableOf(cfg, n.machine, n.registeredNode)
+	var err error
+	pullCfg := images.Config{Service: is, Recorder: n.recorder, Clock: n.clock, Serialize: *cfg.SerializeImagePulls, MaxParallel: cfg.MaxParallelImagePulls}
+	if n.objects != nil {
+		pullCfg.Secrets = n.objects // imagePullSecrets, through the shared cache
+	}
+	if n.puller, err = images.New(pullCfg); err != nil {
+		return err
+	}
+	runner := &prober.Runner{Runtime: rs}
+	rtCfg := kuberuntime.Config{
+		Runtime: rs, Images: n.puller, Hooks: runner, Recorder: n.recorder, Clock: n.clock, PodLogsDir: cfg.PodLogsDir,
+		PodsDir: n.root.Pods(), RootDir: n.opts.RootDir, RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration,
+		DNS:       kuberuntime.DNSConfig{ResolvConf: *cfg.ResolverConfig, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain},
+		Resources: n.cgroups.ResourceOptions(), PodCgroups: n.cgroups, NodeAllocatable: n.allocatable,
+	}
+	if n.devices, err = devicemanager.New(devicemanager.Config{
+		Dir: n.root.DevicePlugins(), SourcesReady: n.main.sourcesReady.IsReady, OnChange: n.refreshNode,
+		ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() }, Registerer: n.registerer, Clock: n.clock,
+	}); err != nil {
+		return err
+	}
+	rtCfg.DevicePlugins = n.devices
+	if n.client != nil {
+		// What containers' environments refer to in cluster mode:
+		// ConfigMaps and Secrets, Services and RuntimeClasses.
+		if n.services, err = serviceenv.New(serviceenv.Config{Client: n.client}); err != nil {
+			return err
+		}
+		rtCfg.Objects, rtCfg.ServiceEnv, rtCfg.RuntimeHandlers = n.objects, n.services.Env, kuberuntime.RuntimeClassHandlers(n.client)
+		if g, ok := n.objects.(*checkpoint.Getter); ok {
+			rtCfg.ServiceEnv = g.ServiceEnv // offline: the environment last computed
+		}
+	}
+	if n.runtime, err = kuberuntime.New(rtCfg); err != nil {
+		return err
+	}
+	if n.pleg, err = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock, Watchers: runtimeWatchers(cfg)}); err != nil {
+		return err
+	}
+	if n.prober, err = prober.New(prober.Config{Runner: runner, Recorder: n.recorder, Clock: n.clock}); err != nil {
+		return err
+	}
+	if n.stats, err = n.newStats(ctx, rs, is); err != nil {
+		return err
+	}
+	if n.imageGC, err = imagegc.New(imagegc.Config{
+		Images: is, Runtime: rs, FsStats: n.stats.ImageFsCapacity, HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent),
+		LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent), MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
+		Period: n.opts.ImageGCPeriod, StateFile: n.root.ImageGCState(), Recorder: n.recorder, Node: n.nodeRef(), Clock: n.clock,
+	}); err != nil {
+		return err
+	}
+	// Eviction and shutdown pick and stop pods through the pod workers
+	// and the view built below (evictor, shutdownStopper, closures).
+	if n.eviction, err = n.newEviction(ctx); err != nil {
+		return err
+	}
+	if periods := shutdown.Periods(cfg.ShutdownGracePeriodByPodPriority, cfg.ShutdownGracePeriod.Duration,
+		cfg.ShutdownGracePeriodCriticalPods.Duration); len(periods) > 0 {
+		// As upstream's active pods: those being deleted included (their
+		// stop is waited for, and shortened to their group's).
+		if n.shutdown, err = shutdown.New(shutdown.Config{Periods: periods, ActivePods: func() []*v1.Pod { return n.view.Live() },
+			Stopper: shutdownStopper{n}, NodeChanged: n.refreshNode, Recorder: n.recorder, Node: n.nodeRef(),
+			StateFile: n.root.ShutdownState(), Clock: n.clock}); err != nil {
+			return err
+		}
+	}
+	ps := podsync.Config{
+		Runtime: n.runtime, Volumes: n.volumes, Prober: n.prober, Statuses: n.statuses, Cgroups: n.cgroups, Images: n.puller,
+		Recorder: n.recorder, ProbeContext: ctx, HostIPs: n.hostIPs, RuntimeName: n.runtimeName, Clock: n.clock,
+	}
+	if n.client != nil {
+		if err := n.setupCluster(rs, is); err != nil {
+			return err
+		}
+		// Statuses go to the API, static pods get mirror pods.
+		ps.Mirrors, ps.Finisher, ps.Objects = n.mirrors, n.syncer, n.objects
+	}
+	if n.podsync, err = podsync.New(ps); err != nil {
+		return err
+	}
+	if n.workers, err = podworkers.New(podworkers.Config{Context: ctx, Syncer: n.podsync, Clock: n.clock,
+		Resync: cfg.SyncFrequency.Duration, OnTerminated: n.main.onTerminated}); err != nil {
+		return err
+	}
+	if n.view, err = podmanager.NewView(podmanager.ViewConfig{Pods: n.pods, Statuses: n.statuses, Workers: n.workers, Evictions: n.podsync,
+		Pending: n.main.pendingPods}); err != nil {
+		return err
+	}
+	gcPolicy := kuberuntime.GCPolicy{MinAge: n.opts.ContainerGC.MinAge, MaxPerPodContainer: n.opts.ContainerGC.MaxPerPodContainer,
+		MaxContainers: n.opts.ContainerGC.MaxContainers}
+	if n.containerGC, err = kuberuntime.NewGC(kuberuntime.GCConfig{Manager: n.runtime, Pods: n.view, Recorder: n.recorder, Node: n.nodeRef(),
+		Policy: gcPolicy, Period: n.opts.ContainerGCPeriod, SourcesReady: n.main.sourcesReady.IsReady, Clock: n.clock}); err != nil {
+		return err
+	}
+	n.admission = n.admissionChain()
+	n.main.view, n.main.workers, n.main.admission, n.main.release = n.view, n.workers, n.admission, n.devices.Release
+	n.main.redundant, n.main.relisted = n.podsync.Redundant, n.pleg.RunningPods
+	n.main.leftovers = leftovers{PodDirs: n.volumes, PodLogsDir: cfg.PodLogsDir, Cgroups: n.cgroups, GCBackoff: n.runtime.GCBackoff}
+	if n.offline != nil {
+		n.main.offline = n.offline
+	}
+	return nil
+}
+
+// admissionChain is upstream's order of admission handlers (NewMainKubelet):
+// eviction, sysctls, resource allocation (devices), the node's predicates,
+// shutdown. A refused pod's devices are released.
+func (n *Nodelet) admissionChain() *admission.Chain {
+	handlers := []admission.Named{
+		{Name: "eviction", Handler: n.eviction},
+		{Name: "sysctls", Handler: n.sysctls},
+		{Name: "devices", Handler: n.devices},
+		// The device plugins' allocatable as it is now: the Node's status
+		// may not carry it yet.
+		{Name: "predicates", Handler: admission.Predicates{Node: n.admissionNode, Allocatable: n.devices.AdmissionAllocatable}},
+	}
+	if n.shutdown != nil {
+		handlers = append(handlers, admission.Named{Name: "shutdown", Handler: n.shutdown})
+	}
+	c := admission.NewChain(handlers...)
+	c.OnReject(func(p *v1.Pod, _ admission.Result) { n.devices.Release(p.UID) })
+	return c
+}
+
+// setupCluster creates the components that talk to the API server.
+func (n *Nodelet) setupCluster(rs internalapi.RuntimeService, is internalapi.ImageManagerService) error {
+	var err error
+	if n.apiSource, err = apiserver.New(apiserver.Config{Client: n.client, NodeName: n.opts.NodeName}); err != nil {
+		return err
+	}
+	if n.nodeStatus, err = nodestatus.New(nodestatus.Config{
+		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
+		Kubelet: &n.opts.Config, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
+		Pressure: n.eviction, ShuttingDown: n.shuttingDown, VolumesInUse: n.csiVolumes.InUse, DeviceResources: n.devices.Resources,
+	}); err != nil {
+		return err
+	}
+	if n.mirrors, err = mirror.New(mirror.Config{Client: n.client, Lister: n.apiSource.Lister(), Node: n.nodeStatus.Node}); err != nil {
+		return err
+	}
+	n.syncer, err = status.NewSyncer(status.SyncerConfig{Client: n.client, Lister: n.apiSource.Lister(), Store: n.statuses, Clock: n.clock})
+	return err
+}
+
+// newEviction is the eviction manager of the configuration's thresholds,
+// observing the stats summary and evicting through the pod workers; the
+// memory notifiers wake it when memory crosses a threshold.
+func (n *Nodelet) newEviction(ctx context.Context) (*eviction.Manager, error) {
+	cfg := &n.opts.Config
+	thresholds, err := eviction.ParseThresholds(eviction.Settings{
+		Hard: cfg.EvictionHard, Soft: cfg.EvictionSoft, SoftGracePeriod: cfg.EvictionSoftGracePeriod, MinimumReclaim: cfg.EvictionMinimumReclaim,
+		PodsAllocatable: *cfg.CgroupsPerQOS && slices.Contains(cfg.EnforceNodeAllocatable, "pods"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("eviction thresholds: %w", err)
+	}
+	notifiers, err := eviction.MemoryNotifiers(thresholds, eviction.NotifiersConfig{Cgroups: n.machine.Cgroups, PodsCgroup: n.cgroups.PodsCgroup(),
+		NodeMemoryUsage: n.stats.NodeMemoryUsage, PodsMemoryUsage: n.stats.PodsMemoryUsage, Clock: n.clock})
+	if err != nil {
+		klog.FromContext(ctx).Info("Memory pressure is observed every period only", "err", err)
+	}
+	return eviction.New(eviction.Config{
+		Thresholds: thresholds, PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod.Duration, Summary: n.stats,
+		Recorder: n.recorder, Node: n.nodeRef(), NodeReclaim: []eviction.Reclaimer{containerReclaim{n}, n.imageGC},
+		ActivePods: func() []*v1.Pod { return n.view.Running() },
+		Evictor:    evictor{n}, MaxPodGracePeriod: int64(cfg.EvictionMaxPodGracePeriod), MemoryNotifiers: notifiers,
+		QuickSummary: n.stats.QuickSummary, Clock: n.clock,
+	})
+}
+
+// newStats is the /stats/summary and /metrics/resource provider; the
+// /metrics/resource scrapes log to ctx's logger.
+func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) (*stats.Provider, error) {
+	podsCgroup := ""
+	if *n.opts.Config.CgroupsPerQOS {
+		podsCgroup = n.cgroups.PodsCgroup()
+	}
+	return stats.New(stats.Config{
+		NodeName: n.opts.NodeName, RootDir: n.opts.RootDir, PodLogsDir: n.opts.Config.PodLogsDir, Runtime: rs, Images: is, Clock: n.clock,
+		Machine: n.machine, Logger: klog.FromContext(ctx), VolumeStatsAggPeriod: n.opts.Config.VolumeStatsAggPeriod.Duration, PodsCgroup: podsCgroup,
+		DriverVolume: func(ctx context.Context, pod *v1.Pod, v *v1.Volume) (statsv1alpha1.VolumeStats, bool) {
+			u, ok := n.csiVolumes.VolumeStats(ctx, pod.UID, v.Name)
+			if !ok {
+				return statsv1alpha1.VolumeStats{}, false
+			}
+			return u.SummaryStats(v.Name), true
+		},
+		Pods: func() []stats.PodInfo {
+			var out []stats.PodInfo
+			for _, p := range n.pods.Admitted("") {
+				out = append(out, stats.PodInfo{Pod: p, VolumeDir: n.root.PodVolumes(p.UID)})
+			}
+			return out
+		},
+	})
+}
+
+// runtimeWatchers are the event streams the PLEG follows to relist as soon
+// as a container changes: the CRI's own (containerd >= 1.7, CRI-O), else
+// containerd's event service (containerd 1.6). Upstream's EventedPLEG
+// feature gate set to false turns them off (relisting every second only).
+func runtimeWatchers(cfg *kubeletv1beta1.KubeletConfiguration) []pleg.Watcher {
+	if on, set := cfg.FeatureGates["EventedPLEG"]; set && !on {
+		return nil
+	}
+	return []pleg.Watcher{&pleg.CRIEvents{Endpoint: cfg.ContainerRuntimeEndpoint}, &pleg.ContainerdEvents{Endpoint: cfg.ContainerRuntimeEndpoint}}
+}
