@@ -191,3 +191,14 @@ func (u Usage) SummaryStats(name string) statsv1alpha1.VolumeStats {
 	}
 	return vs
 }
+
+// SummaryStats is a pod's CSI volume in /stats/summary (the stats
+// provider's DriverVolume): its driver's usage, false when the volume is
+// not a CSI one or its driver reports none.
+func (p *VolumePlugin) SummaryStats(ctx context.Context, pod *v1.Pod, v *v1.Volume) (statsv1alpha1.VolumeStats, bool) {
+	u, ok := p.VolumeStats(ctx, pod.UID, v.Name)
+	if !ok {
+		return statsv1alpha1.VolumeStats{}, false
+	}
+	return u.SummaryStats(v.Name), true
+}

@@ -7,10 +7,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/apiclient"
@@ -36,6 +35,7 @@ import (
 	"github.com/nodelet/nodelet/internal/source/apiserver"
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
+	"github.com/nodelet/nodelet/internal/syncloop"
 	"github.com/nodelet/nodelet/internal/volumes"
 )
 
@@ -99,8 +99,6 @@ func (n *Nodelet) build() error {
 	if n.sysctls, err = admission.NewSysctls(cfg.AllowedUnsafeSysctls); err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	n.main = &mainLoop{pods: n.pods, statuses: n.statuses, recorder: n.recorder, admissionNode: n.admissionNode, clock: n.clock,
-		sourcesSeen: map[string]bool{}}
 	return nil
 }
 
@@ -111,7 +109,7 @@ func (n *Nodelet) newOffline() error {
 	m, err := checkpoint.NewManager(checkpoint.ManagerConfig{
 		Dir:     n.root.Offline(),
 		Secrets: n.opts.Offline.Secrets,
-		Pods:    func() []*v1.Pod { return n.pods.Source(sourceAPI) },
+		Pods:    func() []*v1.Pod { return n.pods.Source(syncloop.SourceAPI) },
 		Status:  n.statuses.GetVersioned,
 		Node:    n.registeredNode,
 		Down:    n.contact.Down,
@@ -158,7 +156,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Resources: n.cgroups.ResourceOptions(), PodCgroups: n.cgroups, NodeAllocatable: n.allocatable,
 	}
 	if n.devices, err = devicemanager.New(devicemanager.Config{
-		Dir: n.root.DevicePlugins(), SourcesReady: n.main.sourcesReady.IsReady, OnChange: n.refreshNode,
+		Dir: n.root.DevicePlugins(), SourcesReady: n.sourcesReady.IsReady, OnChange: n.refreshNode,
 		ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() }, Registerer: n.registerer, Clock: n.clock,
 	}); err != nil {
 		return err
@@ -178,7 +176,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	if n.runtime, err = kuberuntime.New(rtCfg); err != nil {
 		return err
 	}
-	if n.pleg, err = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock, Watchers: runtimeWatchers(cfg)}); err != nil {
+	if n.pleg, err = pleg.New(pleg.Config{Lister: n.runtime, Period: plegRelistPeriod, Clock: n.clock, Watchers: pleg.RuntimeWatchers(cfg.ContainerRuntimeEndpoint, cfg.FeatureGates)}); err != nil {
 		return err
 	}
 	if n.prober, err = prober.New(prober.Config{Runner: runner, Recorder: n.recorder, Clock: n.clock}); err != nil {
@@ -224,27 +222,28 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		return err
 	}
 	if n.workers, err = podworkers.New(podworkers.Config{Context: ctx, Syncer: n.podsync, Clock: n.clock,
-		Resync: cfg.SyncFrequency.Duration, OnTerminated: n.main.onTerminated}); err != nil {
+		Resync: cfg.SyncFrequency.Duration, OnTerminated: func(uid types.UID) { n.main.OnTerminated(uid) }}); err != nil {
 		return err
 	}
 	if n.view, err = podmanager.NewView(podmanager.ViewConfig{Pods: n.pods, Statuses: n.statuses, Workers: n.workers, Evictions: n.podsync,
-		Pending: n.main.pendingPods}); err != nil {
+		Pending: func() []*v1.Pod { return n.main.Pending() }}); err != nil {
 		return err
 	}
 	gcPolicy := kuberuntime.GCPolicy{MinAge: n.opts.ContainerGC.MinAge, MaxPerPodContainer: n.opts.ContainerGC.MaxPerPodContainer,
 		MaxContainers: n.opts.ContainerGC.MaxContainers}
 	if n.containerGC, err = kuberuntime.NewGC(kuberuntime.GCConfig{Manager: n.runtime, Pods: n.view, Recorder: n.recorder, Node: n.nodeRef(),
-		Policy: gcPolicy, Period: n.opts.ContainerGCPeriod, SourcesReady: n.main.sourcesReady.IsReady, Clock: n.clock}); err != nil {
+		Policy: gcPolicy, Period: n.opts.ContainerGCPeriod, SourcesReady: n.sourcesReady.IsReady, Clock: n.clock}); err != nil {
 		return err
 	}
-	n.admission = n.admissionChain()
-	n.main.view, n.main.workers, n.main.admission, n.main.release = n.view, n.workers, n.admission, n.devices.Release
-	n.main.redundant, n.main.relisted = n.podsync.Redundant, n.pleg.RunningPods
-	n.main.leftovers = leftovers{PodDirs: n.volumes, PodLogsDir: cfg.PodLogsDir, Cgroups: n.cgroups, GCBackoff: n.runtime.GCBackoff}
+	loop := syncloop.Config{Pods: n.pods, View: n.view, Workers: n.workers, Admission: n.admissionChain(), AdmissionNode: n.admissionNode,
+		Statuses: n.statuses, Recorder: n.recorder, Release: n.devices.Release, Redundant: n.podsync.Redundant, Relisted: n.pleg.RunningPods,
+		Leftovers:    syncloop.Leftovers{PodDirs: n.volumes, PodLogsDir: cfg.PodLogsDir, Cgroups: n.cgroups, GCBackoff: n.runtime.GCBackoff},
+		SourcesReady: &n.sourcesReady, Clock: n.clock}
 	if n.offline != nil {
-		n.main.offline = n.offline
+		loop.Offline = n.offline
 	}
-	return nil
+	n.main, err = syncloop.New(loop)
+	return err
 }
 
 // admissionChain is upstream's order of admission handlers (NewMainKubelet):
@@ -323,13 +322,7 @@ func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, i
 	return stats.New(stats.Config{
 		NodeName: n.opts.NodeName, RootDir: n.opts.RootDir, PodLogsDir: n.opts.Config.PodLogsDir, Runtime: rs, Images: is, Clock: n.clock,
 		Machine: n.machine, Logger: klog.FromContext(ctx), VolumeStatsAggPeriod: n.opts.Config.VolumeStatsAggPeriod.Duration, PodsCgroup: podsCgroup,
-		DriverVolume: func(ctx context.Context, pod *v1.Pod, v *v1.Volume) (statsv1alpha1.VolumeStats, bool) {
-			u, ok := n.csiVolumes.VolumeStats(ctx, pod.UID, v.Name)
-			if !ok {
-				return statsv1alpha1.VolumeStats{}, false
-			}
-			return u.SummaryStats(v.Name), true
-		},
+		DriverVolume: n.csiVolumes.SummaryStats,
 		Pods: func() []stats.PodInfo {
 			var out []stats.PodInfo
 			for _, p := range n.pods.Admitted("") {
@@ -338,15 +331,4 @@ func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, i
 			return out
 		},
 	})
-}
-
-// runtimeWatchers are the event streams the PLEG follows to relist as soon
-// as a container changes: the CRI's own (containerd >= 1.7, CRI-O), else
-// containerd's event service (containerd 1.6). Upstream's EventedPLEG
-// feature gate set to false turns them off (relisting every second only).
-func runtimeWatchers(cfg *kubeletv1beta1.KubeletConfiguration) []pleg.Watcher {
-	if on, set := cfg.FeatureGates["EventedPLEG"]; set && !on {
-		return nil
-	}
-	return []pleg.Watcher{&pleg.CRIEvents{Endpoint: cfg.ContainerRuntimeEndpoint}, &pleg.ContainerdEvents{Endpoint: cfg.ContainerRuntimeEndpoint}}
 }

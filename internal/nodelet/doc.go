@@ -1,15 +1,12 @@
-// Package nodelet wires the agent together and owns the main loop. Data
-// flows one way:
+// Package nodelet is the composition root: it builds every component
+// (New(Config), then setup once the runtime answers), lists the loops
+// beside the pod workers in one table (loops.go) that the lifecycle group
+// starts, reports and stops, and runs the main loop (internal/syncloop).
+// Data flows one way:
 //
-//	sources (static files, API server) -> pod manager (desired pods, by UID)
-//	  -> pod workers (one goroutine per pod) -> podsync (one pod's sync)
-//	  -> kuberuntime (CRI) -> PLEG (what actually happened) -> pod workers
-//	  -> status
+//	sources -> podmanager (+ the admission chain) -> podworkers -> podsync
+//	  -> kuberuntime (CRI) -> pleg -> podworkers; podsync -> status -> API
 //
-// The main loop is the only writer of the desired state: it applies source
-// updates (admitting new pods), forwards PLEG events to the pod workers
-// (except those reporting what the pod's last sync already saw, which
-// podsync remembers), and does housekeeping (stopping runtime pods nobody
-// wants, removing directories of pods that are gone) once every source has
-// been seen.
+// No decision is made here: the adapters (adapters.go) only join two
+// components that know nothing of each other.
 package nodelet

@@ -3,9 +3,7 @@ package nodelet
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nodelet/nodelet/internal/healthz"
@@ -37,8 +35,7 @@ func (n *Nodelet) healthHandler() http.Handler {
 		}},
 		healthz.Check{Name: "offline", Fn: func() error { return nil }, Info: n.offlineInfo},
 		healthz.Check{Name: "syncloop", Fn: func() error {
-			last := time.Unix(0, n.main.lastTurn.Load())
-			if since := n.clock.Since(last); since > syncLoopUnhealthy {
+			if since := n.clock.Since(n.main.LastTurn()); since > syncLoopUnhealthy {
 				return fmt.Errorf("sync loop last turned %v ago", since.Round(time.Second))
 			}
 			return nil
@@ -55,28 +52,4 @@ func (n *Nodelet) offlineInfo() string {
 		return "standalone"
 	}
 	return "offline autonomy off"
-}
-
-// nodeIPs is --node-ip, or the first global unicast IPv4 address of an
-// interface that is up.
-func nodeIPs(flag string) []string {
-	if flag != "" {
-		return strings.Split(flag, ",")
-	}
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return nil
-	}
-	for _, ifc := range ifaces {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
-				return []string{ipn.IP.String()}
-			}
-		}
-	}
-	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/internal/podresources"
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/source/file"
+	"github.com/nodelet/nodelet/internal/syncloop"
 )
 
 // earlyLoops run before the runtime is reached: the health endpoint (its
@@ -74,7 +75,7 @@ func (n *Nodelet) sideLoops(ctx context.Context, rs internalapi.RuntimeService) 
 	if err != nil {
 		return nil, err
 	}
-	ready := []<-chan struct{}{n.main.sourcesReady.C()}
+	ready := []<-chan struct{}{n.sourcesReady.C()}
 	if n.nodeStatus != nil {
 		ready = append(ready, n.nodeStatus.Registered())
 	}
@@ -169,7 +170,7 @@ func (n *Nodelet) apiServerLoops(rs internalapi.RuntimeService) ([]lifecycle.Loo
 
 // startSources starts the pod sources, whose updates go to the main loop
 // through in; a source not configured counts as seen.
-func (n *Nodelet) startSources(ctx context.Context, in *inputs) error {
+func (n *Nodelet) startSources(ctx context.Context, in *syncloop.Inputs) error {
 	cfg := &n.opts.Config
 	var loops []lifecycle.Loop
 	if cfg.StaticPodPath != "" {
@@ -178,15 +179,15 @@ func (n *Nodelet) startSources(ctx context.Context, in *inputs) error {
 			return err
 		}
 		loops = append(loops, lifecycle.Loop{Name: "static-pods", Run: src.Run})
-		in.file = src.Updates()
+		in.File = src.Updates()
 	} else {
-		n.main.seen(sourceFile)
+		n.main.Seen(syncloop.SourceFile)
 	}
 	if n.apiSource != nil {
 		loops = append(loops, lifecycle.Loop{Name: "api-pods", Run: n.apiSource.Run})
-		in.api, in.mirrors = n.apiSource.Events(), n.apiSource.Mirrors()
+		in.API, in.Mirrors = n.apiSource.Events(), n.apiSource.Mirrors()
 	} else {
-		n.main.seen(sourceAPI)
+		n.main.Seen(syncloop.SourceAPI)
 	}
 	return n.loops.Start(ctx, loops...)
 }

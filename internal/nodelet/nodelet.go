@@ -44,6 +44,7 @@ import (
 	"github.com/nodelet/nodelet/internal/source/apiserver"
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
+	"github.com/nodelet/nodelet/internal/syncloop"
 	"github.com/nodelet/nodelet/internal/volumes"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -105,8 +106,11 @@ type Nodelet struct {
 	pods     *podmanager.Manager
 	view     *podmanager.View
 	statuses *status.Store
-	main     *mainLoop
-	volumes  *volumes.Manager
+	main     *syncloop.Loop
+	// sourcesReady is closed by the main loop once every pod source was
+	// seen once.
+	sourcesReady lifecycle.Ready
+	volumes      *volumes.Manager
 	// objects reads ConfigMaps, Secrets and tokens: the API getter, or the
 	// offline checkpoint's read-through getter over it.
 	objects    checkpoint.API
@@ -129,7 +133,6 @@ type Nodelet struct {
 	imageGC     *imagegc.Manager
 	containerGC *kuberuntime.GC
 	devices     *devicemanager.Manager
-	admission   *admission.Chain
 	sysctls     *admission.Sysctls
 	// allocatableOf is the node's allocatable (nodestatus.AllocatableOf).
 	allocatableOf func() v1.ResourceList
@@ -157,7 +160,7 @@ func New(ctx context.Context, cfg Config) (*Nodelet, error) {
 	}
 	opts := cfg.Options
 	n := &Nodelet{opts: opts, root: rootdir.Dir(opts.RootDir), clock: cfg.Clock, events: events.New(), statuses: status.NewStore(),
-		pods: podmanager.New(), csiDrivers: &csi.Drivers{}, hostIPs: nodeIPs(opts.NodeIP)}
+		pods: podmanager.New(), csiDrivers: &csi.Drivers{}, hostIPs: machine.NodeIPs(opts.NodeIP)}
 	n.contact = apiutil.NewContact(n.clock)
 	var err error
 	if n.loops, err = lifecycle.New(lifecycle.Config{Clock: n.clock}); err != nil {
@@ -204,7 +207,6 @@ func (n *Nodelet) Run(ctx context.Context) error {
 		return err
 	}
 	defer n.loops.Stop()
-	n.main.lastTurn.Store(n.clock.Now().UnixNano())
 	if err := n.loops.Start(ctx, n.earlyLoops()...); err != nil {
 		return err
 	}
@@ -224,10 +226,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	}
 	if n.offline != nil {
 		if pods := n.offline.Restore(ctx); len(pods) > 0 {
-			// They are the API source's pods until the API server's own set
-			// replaces them, but the source does not count as seen: nothing
-			// is removed for lack of the API server.
-			n.main.apply(ctx, n.pods.Set(sourceAPI, pods))
+			n.main.Restore(ctx, pods)
 		}
 	}
 	loops, err := n.sideLoops(ctx, rs)
@@ -237,14 +236,14 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := n.loops.Start(ctx, loops...); err != nil {
 		return err
 	}
-	in := inputs{pleg: n.pleg.Watch(), probes: n.prober.Updates(), abort: n.loops.Done(), abortErr: n.loops.Err}
+	in := syncloop.Inputs{PLEG: n.pleg.Watch(), Probes: n.prober.Updates(), Abort: n.loops.Done(), AbortErr: n.loops.Err}
 	if err := n.startSources(ctx, &in); err != nil {
 		return err
 	}
-	housekeeping := n.clock.NewTicker(housekeepingPeriod)
+	housekeeping := n.clock.NewTicker(syncloop.HousekeepingPeriod)
 	defer housekeeping.Stop()
-	in.tick = housekeeping.C()
-	err = n.main.run(ctx, in)
+	in.Tick = housekeeping.C()
+	err = n.main.Run(ctx, in)
 	n.workers.Wait()
 	return err
 }

@@ -1,4 +1,4 @@
-package nodelet
+package syncloop
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/lifecycle"
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podmanager"
 	"github.com/nodelet/nodelet/internal/source/apiserver"
@@ -111,7 +112,7 @@ func (f *fakeDirs) CleanupOrphans(_ context.Context, keep func(types.UID) bool) 
 // harness is a main loop over fakes: a real pod manager, view, status
 // store and admission chain whose handler refuses pods named "refused*".
 type harness struct {
-	loop     *mainLoop
+	loop     *Loop
 	workers  *fakeWorkers
 	offline  *fakeOffline
 	dirs     *fakeDirs
@@ -138,16 +139,19 @@ func newHarness(t *testing.T) *harness {
 		return admission.Result{Admit: true}
 	})})
 	chain.OnReject(func(p *v1.Pod, _ admission.Result) { h.released = append(h.released, p.UID) })
-	h.loop = &mainLoop{
-		pods: pods, view: view, workers: h.workers, admission: chain, statuses: statuses, recorder: h.recorder,
-		admissionNode: func() *v1.Node { return h.node },
-		release:       func(uid types.UID) { h.released = append(h.released, uid) },
-		redundant:     func(e *pleg.Event) bool { return e.ID == "redundant" },
-		relisted:      func() ([]*kubecontainer.RunningPod, bool) { return h.relist, true },
-		offline:       h.offline,
-		leftovers:     leftovers{PodDirs: h.dirs, PodLogsDir: t.TempDir(), Cgroups: h.dirs, GCBackoff: func() { h.dirs.backoffs++ }},
-		clock:         testingclock.NewFakeClock(time.Unix(0, 0)),
-		sourcesSeen:   map[string]bool{},
+	h.loop, err = New(Config{
+		Pods: pods, View: view, Workers: h.workers, Admission: chain, Statuses: statuses, Recorder: h.recorder,
+		AdmissionNode: func() *v1.Node { return h.node },
+		Release:       func(uid types.UID) { h.released = append(h.released, uid) },
+		Redundant:     func(e *pleg.Event) bool { return e.ID == "redundant" },
+		Relisted:      func() ([]*kubecontainer.RunningPod, bool) { return h.relist, true },
+		Offline:       h.offline,
+		Leftovers:     Leftovers{PodDirs: h.dirs, PodLogsDir: t.TempDir(), Cgroups: h.dirs, GCBackoff: func() { h.dirs.backoffs++ }},
+		SourcesReady:  &lifecycle.Ready{},
+		Clock:         testingclock.NewFakeClock(time.Unix(0, 0)),
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return h
 }
@@ -170,10 +174,10 @@ func TestApply(t *testing.T) {
 	if got, want := h.workers.take(), []string{"forget a", "sync a", "forget b", "sync b"}; !slices.Equal(got, want) {
 		t.Errorf("first set: %v, want %v", got, want)
 	}
-	if !l.pods.Rejected("refused") {
+	if !l.cfg.Pods.Rejected("refused") {
 		t.Error("the refused pod is not marked rejected")
 	}
-	if st, ok := l.statuses.Get("refused"); !ok || st.Phase != v1.PodFailed || st.Reason != "OutOfcpu" || st.Message != "2 others" {
+	if st, ok := l.cfg.Statuses.Get("refused"); !ok || st.Phase != v1.PodFailed || st.Reason != "OutOfcpu" || st.Message != "2 others" {
 		t.Errorf("refused pod's status %+v, want Failed OutOfcpu with the two admitted pods as the others", st)
 	}
 	if e := <-h.recorder.Events; e != "Warning OutOfcpu 2 others" {
@@ -182,8 +186,8 @@ func TestApply(t *testing.T) {
 	if !slices.Equal(h.released, []types.UID{"refused"}) {
 		t.Errorf("released %v, want the refused pod's devices", h.released)
 	}
-	if h.offline.synced != 1 || l.sourcesReady.IsReady() {
-		t.Errorf("synced %d, sources ready %v: want the checkpoint told, the file source not seen yet", h.offline.synced, l.sourcesReady.IsReady())
+	if h.offline.synced != 1 || l.cfg.SourcesReady.IsReady() {
+		t.Errorf("synced %d, sources ready %v: want the checkpoint told, the file source not seen yet", h.offline.synced, l.cfg.SourcesReady.IsReady())
 	}
 
 	// An update of a rejected pod does nothing; a deletion terminates
@@ -205,9 +209,9 @@ func TestApply(t *testing.T) {
 	}
 
 	// A static pod: the file source's set makes the sources ready.
-	l.apply(ctx, l.pods.Set(sourceFile, []*v1.Pod{pod("static", 4)}))
-	l.seen(sourceFile)
-	if !l.sourcesReady.IsReady() {
+	l.apply(ctx, l.cfg.Pods.Set(SourceFile, []*v1.Pod{pod("static", 4)}))
+	l.Seen(SourceFile)
+	if !l.cfg.SourcesReady.IsReady() {
 		t.Error("sources not ready after both were seen")
 	}
 	h.workers.take()
@@ -229,14 +233,14 @@ func TestPendingAndRestored(t *testing.T) {
 	l := h.loop
 	h.node = nil
 	h.offline.restored["restored"] = true
-	l.apply(ctx, l.pods.Set(sourceAPI, []*v1.Pod{pod("waits", 1), pod("goes", 2), pod("restored", 3)}))
+	l.apply(ctx, l.cfg.Pods.Set(SourceAPI, []*v1.Pod{pod("waits", 1), pod("goes", 2), pod("restored", 3)}))
 	if got, want := h.workers.take(), []string{"forget restored", "sync restored"}; !slices.Equal(got, want) {
 		t.Fatalf("before the Node: %v, want only the restored pod run", got)
 	}
 	if len(l.pending) != 2 {
 		t.Fatalf("pending %d, want 2", len(l.pending))
 	}
-	l.apply(ctx, l.pods.Remove(sourceAPI, pod("goes", 2)))
+	l.apply(ctx, l.cfg.Pods.Remove(SourceAPI, pod("goes", 2)))
 	h.workers.take()
 	l.housekeeping(ctx) // still no Node
 	if got := h.workers.take(); len(got) != 0 {
@@ -266,7 +270,7 @@ func TestRun(t *testing.T) {
 		probes <- "probed"
 		done := make(chan error)
 		go func() {
-			done <- h.loop.run(t.Context(), inputs{pleg: plegEvents, probes: probes, abort: abort, abortErr: func() error { return fmt.Errorf("healthz: boom") }})
+			done <- h.loop.Run(t.Context(), Inputs{PLEG: plegEvents, Probes: probes, Abort: abort, AbortErr: func() error { return fmt.Errorf("healthz: boom") }})
 		}()
 		synctest.Wait() // the loop took every event and waits for more
 		if got := h.workers.take(); !slices.Equal(got, []string{"notify changed", "notify probed"}) && !slices.Equal(got, []string{"notify probed", "notify changed"}) {
@@ -278,7 +282,7 @@ func TestRun(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if err := h.loop.run(ctx, inputs{}); err != nil {
+		if err := h.loop.Run(ctx, Inputs{}); err != nil {
 			t.Errorf("run with ctx done: %v", err)
 		}
 	})
@@ -291,14 +295,14 @@ func TestHousekeeping(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
 	l := h.loop
-	l.apply(ctx, l.pods.Set(sourceAPI, []*v1.Pod{pod("wanted", 1)}))
+	l.apply(ctx, l.cfg.Pods.Set(SourceAPI, []*v1.Pod{pod("wanted", 1)}))
 	h.workers.take()
 	h.workers.finished["finished-gone"] = true
 	h.workers.finished["finished-in-runtime"] = true
 	h.relist = []*kubecontainer.RunningPod{{UID: "wanted", Name: "wanted"}, {UID: "stray", Name: "stray"}, {UID: "finished-in-runtime", Name: "f"}}
 	h.dirs.uids = []types.UID{"wanted", "stray", "gone", "finished-gone"}
 	for _, uid := range h.dirs.uids {
-		if err := os.MkdirAll(kuberuntime.PodLogDir(l.leftovers.PodLogsDir, "ns", string(uid), uid), 0o755); err != nil {
+		if err := os.MkdirAll(kuberuntime.PodLogDir(l.cfg.Leftovers.PodLogsDir, "ns", string(uid), uid), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -306,8 +310,8 @@ func TestHousekeeping(t *testing.T) {
 	if got := h.workers.take(); len(got) != 0 || len(h.dirs.removed) != 0 || h.dirs.backoffs != 0 {
 		t.Fatalf("housekeeping before the sources were seen: %v, removed %v", got, h.dirs.removed)
 	}
-	l.seen(sourceFile)
-	l.seen(sourceAPI)
+	l.Seen(SourceFile)
+	l.Seen(SourceAPI)
 	l.housekeeping(ctx)
 	if got, want := h.workers.take(), []string{"terminate runtime:stray", "forget finished-gone"}; !slices.Equal(got, want) {
 		t.Errorf("workers: %v, want %v", got, want)
@@ -319,7 +323,7 @@ func TestHousekeeping(t *testing.T) {
 	if want := []types.UID{"gone", "finished-gone"}; !slices.Equal(h.dirs.cgroups, want) {
 		t.Errorf("cgroups removed %v, want %v", h.dirs.cgroups, want)
 	}
-	logs, _ := os.ReadDir(l.leftovers.PodLogsDir)
+	logs, _ := os.ReadDir(l.cfg.Leftovers.PodLogsDir)
 	var left []string
 	for _, e := range logs {
 		left = append(left, filepath.Base(e.Name()))
@@ -336,10 +340,10 @@ func TestHousekeeping(t *testing.T) {
 func TestOnTerminated(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
-	h.loop.apply(ctx, h.loop.pods.Set(sourceFile, []*v1.Pod{pod("back", 1)}))
+	h.loop.apply(ctx, h.loop.cfg.Pods.Set(SourceFile, []*v1.Pod{pod("back", 1)}))
 	h.workers.take()
-	h.loop.onTerminated("back")
-	h.loop.onTerminated("gone")
+	h.loop.OnTerminated("back")
+	h.loop.OnTerminated("gone")
 	if got, want := h.workers.take(), []string{"forget back", "sync back"}; !slices.Equal(got, want) {
 		t.Errorf("%v, want %v", got, want)
 	}

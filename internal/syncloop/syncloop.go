@@ -1,0 +1,374 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/kubecontainer"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/lifecycle"
+	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podmanager"
+	"github.com/nodelet/nodelet/internal/source/apiserver"
+	"github.com/nodelet/nodelet/internal/status"
+)
+
+// Source names in the pod manager.
+const (
+	SourceFile = "file"
+	SourceAPI  = "api"
+)
+
+// HousekeepingPeriod is how often the main loop admits pods that waited
+// and removes what pods that are gone left behind.
+const HousekeepingPeriod = 2 * time.Second
+
+// Workers is what the main loop asks of the pod workers.
+type Workers interface {
+	Sync(pod *v1.Pod)
+	Terminate(uid types.UID, pod *v1.Pod, running *kubecontainer.RunningPod, gracePeriod *int64)
+	Notify(uid types.UID)
+	Forget(uid types.UID)
+	Finished() []types.UID
+}
+
+// OfflinePods is the offline checkpoint, as the main loop sees it.
+type OfflinePods interface {
+	// Restored: the pod runs from the checkpoint (admitted before a
+	// restart: not admitted again).
+	Restored(uid types.UID) bool
+	// Synced: the API server's full set of pods arrived.
+	Synced(ctx context.Context, pods []*v1.Pod)
+}
+
+// Leftovers are what pods leave on the node besides their containers,
+// removed by housekeeping once the pods are gone.
+type Leftovers struct {
+	// PodDirs lists the pods' directories and removes one.
+	PodDirs interface {
+		PodUIDs() ([]types.UID, error)
+		Teardown(uid types.UID) error
+	}
+	// PodLogsDir holds the pods' log directories.
+	PodLogsDir string
+	// Cgroups removes the cgroups of pods not kept.
+	Cgroups interface {
+		CleanupOrphans(ctx context.Context, keep func(types.UID) bool) ([]types.UID, error)
+	}
+	// GCBackoff forgets the restart back-offs of containers long gone.
+	GCBackoff func()
+}
+
+// Config is the main loop's. Every field but Offline is required.
+type Config struct {
+	Pods      *podmanager.Manager
+	View      *podmanager.View
+	Workers   Workers
+	Admission *admission.Chain
+	// AdmissionNode is the Node pods are admitted against; nil until it is
+	// registered, when new pods wait (Pending).
+	AdmissionNode func() *v1.Node
+	Statuses      *status.Store
+	Recorder      record.EventRecorder
+	// Release frees what admission reserved for a pod (its devices).
+	Release func(types.UID)
+	// Redundant tells PLEG events the pod's last sync already saw.
+	Redundant func(*pleg.Event) bool
+	// Relisted is the last relist's view of the runtime.
+	Relisted func() ([]*kubecontainer.RunningPod, bool)
+	// Offline is the offline checkpoint; nil when offline autonomy is off.
+	Offline   OfflinePods
+	Leftovers Leftovers
+	// SourcesReady is closed by the loop once every source was seen once.
+	SourcesReady *lifecycle.Ready
+	// Clock is the real clock when nil.
+	Clock clock.Clock
+}
+
+// Loop is the main loop: the only writer of the desired state. It applies
+// source updates (admitting new pods), forwards PLEG events and probe
+// results to the pod workers, and does housekeeping. Its methods are
+// called from Run's goroutine (or before Run), except LastTurn.
+type Loop struct {
+	cfg Config
+	// pending are the pods waiting for the Node to be admitted.
+	pending     []*v1.Pod
+	sourcesSeen map[string]bool
+	// lastTurn is when the loop last turned (healthz), in Unix ns.
+	lastTurn atomic.Int64
+}
+
+// New returns the main loop of cfg.
+func New(cfg Config) (*Loop, error) {
+	switch {
+	case cfg.Pods == nil || cfg.View == nil || cfg.Workers == nil || cfg.Admission == nil || cfg.Statuses == nil:
+		return nil, errors.New("syncloop: Config needs Pods, View, Workers, Admission and Statuses")
+	case cfg.AdmissionNode == nil || cfg.Recorder == nil || cfg.Release == nil || cfg.Redundant == nil || cfg.Relisted == nil:
+		return nil, errors.New("syncloop: Config needs AdmissionNode, Recorder, Release, Redundant and Relisted")
+	case cfg.Leftovers.PodDirs == nil || cfg.Leftovers.Cgroups == nil || cfg.Leftovers.GCBackoff == nil || cfg.SourcesReady == nil:
+		return nil, errors.New("syncloop: Config needs Leftovers and SourcesReady")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	l := &Loop{cfg: cfg, sourcesSeen: map[string]bool{}}
+	l.lastTurn.Store(cfg.Clock.Now().UnixNano())
+	return l, nil
+}
+
+// LastTurn is when the loop last turned. Safe for concurrent use.
+func (l *Loop) LastTurn() time.Time { return time.Unix(0, l.lastTurn.Load()) }
+
+// Inputs are the main loop's inputs; a nil channel is a source not
+// configured.
+type Inputs struct {
+	File    <-chan []*v1.Pod
+	API     <-chan apiserver.Event
+	Mirrors <-chan *v1.Pod
+	PLEG    <-chan *pleg.Event
+	Probes  <-chan types.UID
+	// Abort is closed when a fatal loop failed: Run returns AbortErr().
+	Abort    <-chan struct{}
+	AbortErr func() error
+	// Tick is housekeeping's ticker (every HousekeepingPeriod).
+	Tick <-chan time.Time
+}
+
+// Run turns until ctx is done (nil) or Abort is closed (AbortErr).
+func (l *Loop) Run(ctx context.Context, in Inputs) error {
+	for {
+		l.lastTurn.Store(l.cfg.Clock.Now().UnixNano())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-in.Abort:
+			return in.AbortErr()
+		case pods := <-in.File:
+			l.apply(ctx, l.cfg.Pods.Set(SourceFile, pods))
+			l.Seen(SourceFile)
+		case e := <-in.API:
+			l.applyAPI(ctx, e)
+		case mp := <-in.Mirrors:
+			l.mirrorChanged(mp)
+		case e := <-in.PLEG:
+			if !l.cfg.Redundant(e) {
+				l.cfg.Workers.Notify(e.ID)
+			}
+		case uid := <-in.Probes:
+			l.cfg.Workers.Notify(uid)
+		case <-in.Tick:
+			l.housekeeping(ctx)
+		}
+	}
+}
+
+// Seen records that a source sent its whole set once (or is not
+// configured); SourcesReady is closed once both were.
+func (l *Loop) Seen(source string) {
+	l.sourcesSeen[source] = true
+	if l.sourcesSeen[SourceFile] && l.sourcesSeen[SourceAPI] {
+		l.cfg.SourcesReady.Close()
+	}
+}
+
+// Restore runs pods restored from the offline checkpoint: they are the API
+// source's pods until the API server's own set replaces them, but the
+// source does not count as seen: nothing is removed for lack of the API
+// server.
+func (l *Loop) Restore(ctx context.Context, pods []*v1.Pod) {
+	l.apply(ctx, l.cfg.Pods.Set(SourceAPI, pods))
+}
+
+// applyAPI folds one API source event into the desired state.
+func (l *Loop) applyAPI(ctx context.Context, e apiserver.Event) {
+	switch e.Op {
+	case apiserver.Set:
+		l.apply(ctx, l.cfg.Pods.Set(SourceAPI, e.Pods))
+		for _, p := range e.Pods {
+			l.cfg.Statuses.MarkDirty(p.UID) // statuses computed offline are written now
+		}
+		if l.cfg.Offline != nil {
+			l.cfg.Offline.Synced(ctx, e.Pods)
+		}
+		l.Seen(SourceAPI)
+	case apiserver.Add, apiserver.Update:
+		for _, p := range e.Pods {
+			l.apply(ctx, l.cfg.Pods.Upsert(SourceAPI, p))
+		}
+	case apiserver.Delete:
+		for _, p := range e.Pods {
+			l.apply(ctx, l.cfg.Pods.Remove(SourceAPI, p))
+		}
+	}
+}
+
+// mirrorChanged: a mirror pod changed or was deleted; its static pod's
+// worker puts it right.
+func (l *Loop) mirrorChanged(mp *v1.Pod) {
+	if p, ok := l.cfg.Pods.GetByName(mp.Namespace, mp.Name); ok {
+		l.cfg.Workers.Notify(p.UID)
+		l.cfg.Statuses.MarkDirty(p.UID) // a new mirror pod needs the status
+	}
+}
+
+// apply hands what changed in the desired state to the pod workers.
+func (l *Loop) apply(ctx context.Context, ch podmanager.Changes) {
+	logger := klog.FromContext(ctx)
+	for _, p := range ch.Removed {
+		logger.Info("Pod removed from its source; terminating it", "pod", klog.KObj(p), "podUID", p.UID)
+		l.cfg.Workers.Terminate(p.UID, p, nil, nil)
+		// Its devices are free for the next pod at once, as upstream's
+		// (its active pods are the pod manager's): the device manager's
+		// own pruning waits for every source to be seen once, which a
+		// pod deleted during the API's first sync would otherwise outlast.
+		l.cfg.Release(p.UID)
+	}
+	for _, p := range ch.Added {
+		l.admitAndRun(ctx, p)
+	}
+	for _, p := range ch.Updated {
+		if !l.cfg.Pods.Rejected(p.UID) {
+			l.dispatch(p)
+		}
+	}
+}
+
+// dispatch gives a known pod's latest version to its worker: a pod being
+// deleted is terminated with its deletion grace period.
+func (l *Loop) dispatch(p *v1.Pod) {
+	if p.DeletionTimestamp != nil {
+		l.cfg.Workers.Terminate(p.UID, p, nil, p.DeletionGracePeriodSeconds)
+		return
+	}
+	l.cfg.Workers.Sync(p)
+}
+
+// admitAndRun admits a new pod and starts its worker, or records why not.
+func (l *Loop) admitAndRun(ctx context.Context, p *v1.Pod) {
+	logger := klog.FromContext(ctx)
+	if l.cfg.Offline != nil && l.cfg.Offline.Restored(p.UID) {
+		logger.Info("Running a pod from the offline checkpoint", "pod", klog.KObj(p), "podUID", p.UID)
+		l.cfg.Workers.Forget(p.UID)
+		l.dispatch(p)
+		return
+	}
+	if l.cfg.AdmissionNode() == nil {
+		// The Node is not registered yet: admit once its allocatable is known.
+		l.pending = append(l.pending, p)
+		return
+	}
+	if r := l.cfg.Admission.Admit(ctx, admission.Attributes{Pod: p, OtherPods: l.cfg.View.Active(p.UID)}); !r.Admit {
+		logger.Info("Pod rejected by admission", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
+		l.cfg.Pods.Reject(p.UID)
+		l.cfg.Recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
+		st := *p.Status.DeepCopy()
+		st.Phase, st.Reason, st.Message = v1.PodFailed, r.Reason, r.Message
+		l.cfg.Statuses.Set(ctx, p, st)
+		return
+	}
+	logger.Info("Pod added", "pod", klog.KObj(p), "podUID", p.UID)
+	// The same UID may have run and finished before (a manifest removed and
+	// put back).
+	l.cfg.Workers.Forget(p.UID)
+	l.dispatch(p)
+}
+
+// admitPending admits the pods that waited for the Node and are still
+// wanted as they were.
+func (l *Loop) admitPending(ctx context.Context) {
+	if len(l.pending) == 0 || l.cfg.AdmissionNode() == nil {
+		return
+	}
+	pending := l.pending
+	l.pending = nil
+	for _, p := range pending {
+		if cur, ok := l.cfg.Pods.Get(p.UID); ok && cur == p {
+			l.admitAndRun(ctx, p)
+		}
+	}
+}
+
+// Pending are the pods waiting for the Node (called from the main loop
+// only: device allocation runs in admission).
+func (l *Loop) Pending() []*v1.Pod { return l.pending }
+
+// OnTerminated is told by a pod's worker that it finished terminating the
+// pod. The same pod may have come back meanwhile: it runs again.
+// Otherwise the worker's memory of the finished pod stays until
+// housekeeping sees the runtime no longer has it, so a stale relist cannot
+// start a second termination.
+func (l *Loop) OnTerminated(uid types.UID) {
+	if p, ok := l.cfg.Pods.Get(uid); ok && p.DeletionTimestamp == nil {
+		l.cfg.Workers.Forget(uid)
+		l.cfg.Workers.Sync(p)
+	}
+}
+
+// housekeeping admits pods that waited for the Node, stops runtime pods
+// nobody wants and removes what pods that are gone left (directories,
+// logs, cgroups). Stopping and removing wait for every source to have
+// been seen, so pods are never killed just because their source (the API
+// server) is slow or unreachable.
+func (l *Loop) housekeeping(ctx context.Context) {
+	l.admitPending(ctx)
+	if !l.cfg.SourcesReady.IsReady() {
+		return
+	}
+	running, ok := l.cfg.Relisted()
+	if !ok {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	inRuntime := map[types.UID]bool{}
+	for _, rp := range running {
+		inRuntime[rp.UID] = true
+		if l.cfg.View.Wanted(rp.UID) {
+			continue
+		}
+		logger.Info("Found a pod in the runtime that is not desired; terminating it", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
+		l.cfg.Workers.Terminate(rp.UID, nil, rp, nil)
+	}
+	for _, uid := range l.cfg.Workers.Finished() {
+		if !inRuntime[uid] {
+			l.cfg.Workers.Forget(uid)
+		}
+	}
+	keep := func(uid types.UID) bool { return l.cfg.View.Known(uid, inRuntime) }
+	lo := l.cfg.Leftovers
+	if uids, err := lo.PodDirs.PodUIDs(); err == nil {
+		for _, uid := range uids {
+			if keep(uid) {
+				continue
+			}
+			if err := lo.PodDirs.Teardown(uid); err != nil {
+				logger.Error(err, "Cannot remove the directory of a removed pod", "podUID", uid)
+			} else {
+				logger.V(2).Info("Removed the directory of a removed pod", "podUID", uid)
+			}
+		}
+	}
+	removed, err := kuberuntime.RemoveOrphanLogDirs(lo.PodLogsDir, keep)
+	for _, uid := range removed {
+		logger.V(2).Info("Removed the logs of a removed pod", "podUID", uid)
+	}
+	if err != nil {
+		logger.Error(err, "Cannot remove the logs of removed pods")
+	}
+	removed, err = lo.Cgroups.CleanupOrphans(ctx, keep)
+	for _, uid := range removed {
+		logger.V(2).Info("Removed the cgroups of a removed pod", "podUID", uid)
+	}
+	if err != nil {
+		logger.Error(err, "Cannot remove the cgroups of removed pods")
+	}
+	lo.GCBackoff()
+}
