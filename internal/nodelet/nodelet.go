@@ -196,6 +196,10 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := os.MkdirAll(n.root.Pods(), 0o750); err != nil {
 		return err
 	}
+	// The pod workers and probes stop with ctx, or when a fatal loop
+	// failed; the loops stop with the group, in order.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var err error
 	if n.machine, err = machine.Read(n.machineConfig); err != nil {
 		return err
@@ -244,6 +248,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	defer housekeeping.Stop()
 	in.Tick = housekeeping.C()
 	err = n.main.Run(ctx, in)
+	cancel()
 	n.workers.Wait()
 	return err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/ctortest"
+	"github.com/nodelet/nodelet/internal/lifecycle"
 	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -159,5 +160,45 @@ func TestFatalLoopStopsNodelet(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("nodelet went on without its health endpoint")
+	}
+}
+
+// A fatal loop failing while pods run ends Run too: the pod workers are
+// stopped, not waited for forever.
+func TestFatalLoopWithPodsRunning(t *testing.T) {
+	cfg, manifests := standalone(t, 0)
+	rt := cfg.Runtime.(*critest.FakeRuntimeService)
+	if err := os.WriteFile(filepath.Join(manifests, "web.yaml"), []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  containers: [{name: app, image: busybox}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- n.Run(context.Background()) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !running(rt, "app") {
+		if time.Now().After(deadline) {
+			t.Fatal("the static pod's container is not running")
+		}
+		time.Sleep(50 * time.Millisecond) // a bounded wait for a positive outcome
+	}
+	if err := n.loops.Start(context.Background(), lifecycle.Loop{Name: "broken", Fatal: true,
+		Run: func(context.Context) error { return errors.New("boom") }}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || err.Error() != "broken: boom" {
+			t.Errorf("Run: %v, want the broken loop's failure", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after a fatal loop failed with a pod running")
 	}
 }
