@@ -24,13 +24,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
-)
-
-const (
-	sectionBegin = "<!-- bootstrap: begin (bench/bootstrap) -->"
-	sectionEnd   = "<!-- bootstrap: end -->"
+	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 // Result is one agent's runs: seconds from start to Node Ready.
@@ -40,72 +38,69 @@ type Result struct {
 }
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
+	p := benchkit.New("bootstrap", "bench-bootstrap")
+	p.Need = []string{"BOOTSTRAP_KUBECONFIG"}
 	reps := flag.Int("reps", 5, "runs per agent")
-	out := flag.String("out", "bench/results/bootstrap.json", "raw results (JSON)")
-	section := flag.String("section", "bench/results/bootstrap.md", "Markdown section written from the results")
-	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	node := flag.String("node", "bench-bootstrap", "node name")
-	flag.Parse()
-	bench, err := nodeagent.PrepareBench("bootstrap", "BOOTSTRAP_KUBECONFIG")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer bench.Close()
-	env, client, rt := bench.Env, bench.Client, bench.Runtime
-	ctx := context.Background()
-	cleaner := nodeagent.Cleaner{Client: client, Runtime: rt, Node: *node, Mine: func(string) bool { return false }}
-	var results []Result
-	for _, name := range strings.Split(*agents, ",") {
-		b := bench.Binary(name)
-		r := Result{Agent: name}
-		for i := 0; i < *reps; i++ {
-			start := time.Now()
-			a, err := nodeagent.Start(nodeagent.Spec{Name: name, Binary: b, Node: *node, Env: env, MaxPods: 20, Bootstrap: true,
-				ExtraConfig: "rotateCertificates: true\n"})
-			if err != nil {
-				log.Fatal(err)
-			}
-			err = nodeagent.WaitNodeReady(ctx, client, *node, a, 2*time.Minute)
-			took := time.Since(start).Seconds()
-			a.Stop()
-			if err != nil {
-				log.Fatalf("%s run %d: %v (log %s)", name, i, err, a.LogPath())
-			}
-			// It did bootstrap: a client CSR of the bootstrap token's.
-			bootstrapCSRs := 0
-			if csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err == nil {
-				for _, c := range csrs.Items {
-					if strings.HasPrefix(c.Spec.Username, "system:bootstrap:") && c.Spec.SignerName == "kubernetes.io/kube-apiserver-client-kubelet" {
-						bootstrapCSRs++
-					}
-				}
-			}
-			if bootstrapCSRs == 0 {
-				log.Fatalf("%s run %d: Ready without a bootstrap CSR (log %s)", name, i, a.LogPath())
-			}
-			log.Printf("%s run %d: start -> node Ready %.2f s (%d bootstrap CSR)", name, i, took, bootstrapCSRs)
-			r.Seconds = append(r.Seconds, took)
-			if err := cleaner.CleanNode(ctx, a.Dir); err != nil {
-				log.Printf("cleanup: %v", err)
-			}
-			bench.Host.RestoreSysctls()
-			// The node's CSRs go too: the next run starts from nothing.
-			csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-			if err == nil {
-				for _, c := range csrs.Items {
-					if strings.HasSuffix(c.Spec.Username, ":"+*node) || strings.HasPrefix(c.Spec.Username, "system:bootstrap:") {
-						_ = client.CertificatesV1().CertificateSigningRequests().Delete(ctx, c.Name, metav1.DeleteOptions{})
-					}
-				}
-			}
-			_ = os.RemoveAll(a.Dir)
+	p.Run(func(b *benchkit.Bench) error {
+		results, err := benchkit.Each(b, func(name string) (Result, error) {
+			secs, err := benchkit.Repeat(context.Background(), b, *reps, func(i int) (float64, error) { return measure(b, name, i) })
+			return Result{Agent: name, Seconds: secs}, err
+		})
+		if err != nil {
+			return err
 		}
-		results = append(results, r)
+		return p.Write(results, report(results))
+	})
+}
+
+// measure joins agent name once with the bootstrap token alone: seconds
+// from its start to its Node Ready.
+func measure(b *benchkit.Bench, name string, i int) (float64, error) {
+	ctx := context.Background()
+	client := b.Client
+	spec := b.Spec(name)
+	spec.Bootstrap, spec.ExtraConfig = true, "rotateCertificates: true\n"
+	start := time.Now()
+	a, err := nodeagent.Start(spec)
+	if err != nil {
+		return 0, err
 	}
-	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results)); err != nil {
-		log.Fatal(err)
+	err = nodeagent.WaitNodeReady(ctx, client, b.Node, a, 2*time.Minute)
+	took := time.Since(start).Seconds()
+	a.Stop()
+	if err != nil {
+		return 0, fmt.Errorf("%w (log %s)", err, a.LogPath())
+	}
+	// It did bootstrap: a client CSR of the bootstrap token's.
+	bootstrapCSRs := 0
+	if csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range csrs.Items {
+			if strings.HasPrefix(c.Spec.Username, "system:bootstrap:") && c.Spec.SignerName == "kubernetes.io/kube-apiserver-client-kubelet" {
+				bootstrapCSRs++
+			}
+		}
+	}
+	if bootstrapCSRs == 0 {
+		return 0, fmt.Errorf("node Ready without a bootstrap CSR (log %s)", a.LogPath())
+	}
+	log.Printf("%s run %d: start -> node Ready %.2f s (%d bootstrap CSR)", name, i, took, bootstrapCSRs)
+	framework.UnmountUnder(a.Dir, log.Printf)
+	_ = os.RemoveAll(a.Dir)
+	deleteCSRs(ctx, client, b.Node)
+	return took, nil
+}
+
+// deleteCSRs removes the node's and the bootstrap token's CSRs: the next
+// run starts from nothing.
+func deleteCSRs(ctx context.Context, client kubernetes.Interface, node string) {
+	csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, c := range csrs.Items {
+		if strings.HasSuffix(c.Spec.Username, ":"+node) || strings.HasPrefix(c.Spec.Username, "system:bootstrap:") {
+			_ = client.CertificatesV1().CertificateSigningRequests().Delete(ctx, c.Name, metav1.DeleteOptions{})
+		}
 	}
 }
 

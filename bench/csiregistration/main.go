@@ -27,15 +27,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
-const (
-	sectionBegin = "<!-- csiregistration: begin (bench/csiregistration) -->"
-	sectionEnd   = "<!-- csiregistration: end -->"
-	driverName   = "hostpath.csi.nodelet.dev"
-)
+const driverName = "hostpath.csi.nodelet.dev"
 
 // Run is one agent's run, in seconds (-1: never, within the wait).
 type Run struct {
@@ -54,50 +51,34 @@ type AgentResult struct {
 const retryWait = 60 * time.Second
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
+	p := benchkit.New("csiregistration", "bench-csireg")
 	reps := flag.Int("reps", 3, "runs per agent")
-	out := flag.String("out", "bench/results/csiregistration.json", "raw results (JSON)")
-	section := flag.String("section", "bench/results/csiregistration.md", "Markdown section written from the results")
-	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	node := flag.String("node", "bench-csireg", "node name")
-	flag.Parse()
-	bench, err := nodeagent.PrepareBench("csiregistration")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer bench.Close()
-	driver, err := framework.BuildTool("./hack/tools/hostpathcsi")
-	if err != nil {
-		log.Fatal(err)
-	}
-	cleaner := nodeagent.Cleaner{Client: bench.Client, Runtime: bench.Runtime, Node: *node, Mine: func(string) bool { return false }}
-	var results []AgentResult
-	for _, name := range strings.Split(*agents, ",") {
-		r := AgentResult{Agent: name}
-		for i := 0; i < *reps; i++ {
-			run, err := measure(bench, name, driver, *node)
-			if err != nil {
-				log.Fatalf("%s run %d: %v", name, i, err)
-			}
-			log.Printf("%s run %d: %+v", name, i, run)
-			r.Runs = append(r.Runs, run)
-			if err := cleaner.CleanNode(context.Background(), ""); err != nil {
-				log.Printf("cleanup: %v", err)
-			}
-			_ = bench.Client.StorageV1().CSINodes().Delete(context.Background(), *node, metav1.DeleteOptions{})
-			bench.Host.RestoreSysctls()
+	p.Run(func(b *benchkit.Bench) error {
+		driver, err := framework.BuildTool("./hack/tools/hostpathcsi")
+		if err != nil {
+			return err
 		}
-		results = append(results, r)
-	}
-	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, time.Now())); err != nil {
-		log.Fatal(err)
-	}
+		results, err := benchkit.Each(b, func(name string) (AgentResult, error) {
+			runs, err := benchkit.Repeat(context.Background(), b, *reps, func(i int) (Run, error) {
+				run, err := measure(b, name, driver)
+				if err == nil {
+					log.Printf("%s run %d: %+v", name, i, run)
+				}
+				return run, err
+			})
+			return AgentResult{Agent: name, Runs: runs}, err
+		})
+		if err != nil {
+			return err
+		}
+		return p.Write(results, report(results, time.Now()))
+	})
 }
 
-func measure(b *nodeagent.Bench, name, driver, node string) (Run, error) {
+func measure(b *benchkit.Bench, name, driver string) (Run, error) {
 	run := Run{Register: -1, RegisterRetry: -1, Deregister: -1, RetryWaitLimit: retryWait.Seconds()}
-	a, err := nodeagent.Start(nodeagent.Spec{Name: name, Binary: b.Binary(name), Node: node, Env: b.Env, MaxPods: 20})
+	node := b.Node
+	a, err := nodeagent.Start(b.Spec(name))
 	if err != nil {
 		return run, err
 	}
@@ -105,6 +86,7 @@ func measure(b *nodeagent.Bench, name, driver, node string) (Run, error) {
 		a.Stop()
 		framework.UnmountUnder(a.Dir, log.Printf)
 		_ = os.RemoveAll(a.Dir)
+		_ = b.Client.StorageV1().CSINodes().Delete(context.Background(), node, metav1.DeleteOptions{})
 	}()
 	if err := nodeagent.WaitNodeReady(context.Background(), b.Client, node, a, 2*time.Minute); err != nil {
 		return run, err

@@ -36,15 +36,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 const (
-	sectionBegin = "<!-- csivolume: begin (bench/csivolume) -->"
-	sectionEnd   = "<!-- csivolume: end -->"
-	driverName   = "hostpath.csi.nodelet.dev"
-	namespace    = "bench-csivol"
+	driverName = "hostpath.csi.nodelet.dev"
+	namespace  = "bench-csivol"
 )
 
 // Run is one pod's run, in seconds (-1: not within the wait).
@@ -60,54 +59,40 @@ type AgentResult struct {
 }
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
+	p := benchkit.New("csivolume", "bench-csivol")
+	p.Namespaces = namespace + "-"
 	reps := flag.Int("reps", 10, "pods per agent")
-	out := flag.String("out", "bench/results/csivolume.json", "raw results (JSON)")
-	section := flag.String("section", "bench/results/csivolume.md", "Markdown section written from the results")
-	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	node := flag.String("node", "bench-csivol", "node name")
-	flag.Parse()
-	bench, err := nodeagent.PrepareBench("csivolume")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer bench.Close()
-	driver, err := framework.BuildTool("./hack/tools/hostpathcsi")
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx := context.Background()
-	c := bench.Client
-	_ = c.StorageV1().CSIDrivers().Delete(ctx, driverName, metav1.DeleteOptions{})
-	if _, err := c.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: driverName},
-		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}}, metav1.CreateOptions{}); err != nil {
-		log.Fatal(err)
-	}
-	defer func() { _ = c.StorageV1().CSIDrivers().Delete(ctx, driverName, metav1.DeleteOptions{}) }()
-	cleaner := nodeagent.Cleaner{Client: c, Runtime: bench.Runtime, Node: *node, Mine: func(ns string) bool { return strings.HasPrefix(ns, namespace+"-") }}
-	var results []AgentResult
-	for _, name := range strings.Split(*agents, ",") {
-		runs, err := measure(bench, name, driver, *node, *reps)
+	p.Run(func(b *benchkit.Bench) error {
+		driver, err := framework.BuildTool("./hack/tools/hostpathcsi")
 		if err != nil {
-			log.Fatalf("%s: %v", name, err)
+			return err
 		}
-		results = append(results, AgentResult{Agent: name, Runs: runs})
-		if err := cleaner.CleanNode(ctx, ""); err != nil {
-			log.Printf("cleanup: %v", err)
+		ctx := context.Background()
+		c := b.Client
+		_ = c.StorageV1().CSIDrivers().Delete(ctx, driverName, metav1.DeleteOptions{})
+		if _, err := c.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: driverName},
+			Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}}, metav1.CreateOptions{}); err != nil {
+			return err
 		}
-		_ = c.StorageV1().CSINodes().Delete(ctx, *node, metav1.DeleteOptions{})
-		bench.Host.RestoreSysctls()
-	}
-	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, *reps, time.Now())); err != nil {
-		log.Fatal(err)
-	}
+		defer func() { _ = c.StorageV1().CSIDrivers().Delete(ctx, driverName, metav1.DeleteOptions{}) }()
+		results, err := benchkit.Each(b, func(name string) (AgentResult, error) {
+			runs, err := measure(b, name, driver, *reps)
+			_ = c.StorageV1().CSINodes().Delete(ctx, b.Node, metav1.DeleteOptions{})
+			b.Clean(ctx, "")
+			return AgentResult{Agent: name, Runs: runs}, err
+		})
+		if err != nil {
+			return err
+		}
+		return p.Write(results, report(results, *reps, time.Now()))
+	})
 }
 
-func measure(b *nodeagent.Bench, name, driver, node string, reps int) ([]Run, error) {
+func measure(b *benchkit.Bench, name, driver string, reps int) ([]Run, error) {
 	ctx := context.Background()
 	c := b.Client
-	a, err := nodeagent.Start(nodeagent.Spec{Name: name, Binary: b.Binary(name), Node: node, Env: b.Env, MaxPods: 20})
+	node := b.Node
+	a, err := nodeagent.Start(b.Spec(name))
 	if err != nil {
 		return nil, err
 	}

@@ -35,16 +35,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 const (
-	sectionBegin = "<!-- deviceplugin: begin (bench/deviceplugin) -->"
-	sectionEnd   = "<!-- deviceplugin: end -->"
-	res          = "example.com/resource"
-	nsPrefix     = "bench-devices-"
-	wait         = 60 * time.Second
+	res      = "example.com/resource"
+	nsPrefix = "bench-devices-"
+	wait     = 60 * time.Second
 )
 
 // Result is one agent's run; seconds are -1 when it did not happen within
@@ -67,48 +66,35 @@ type Result struct {
 }
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
-	out := flag.String("out", "bench/results/deviceplugin.json", "raw results (JSON)")
-	section := flag.String("section", "bench/results/deviceplugin.md", "Markdown section written from the results")
-	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	node := flag.String("node", "bench-devices", "node name")
+	p := benchkit.New("deviceplugin", "bench-devices")
+	p.Namespaces = nsPrefix
 	reps := flag.Int("reps", 3, "runs per agent (the figures are medians, a yes is a yes in every run)")
-	flag.Parse()
-	bench, err := nodeagent.PrepareBench("deviceplugin")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer bench.Close()
-	plugin, err := framework.BuildTool("./test/deviceplugin")
-	if err != nil {
-		log.Fatal(err)
-	}
-	cleaner := nodeagent.Cleaner{Client: bench.Client, Runtime: bench.Runtime, Node: *node, Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}
-	// What an interrupted run left (the Node would carry its counts).
-	if err := cleaner.CleanNode(context.Background(), ""); err != nil {
-		log.Printf("cleanup: %v", err)
-	}
-	var results []Result
-	for _, name := range strings.Split(*agents, ",") {
-		var runs []Result
-		for i := 0; i < *reps; i++ {
-			r, err := measure(bench, name, plugin, *node, fmt.Sprintf("%s%s-%d", nsPrefix, name, i))
-			if err != nil {
-				log.Fatalf("%s: %v", name, err)
-			}
-			log.Printf("%s run %d: %+v", name, i, r)
-			runs = append(runs, r)
-			if err := cleaner.CleanNode(context.Background(), ""); err != nil {
-				log.Printf("cleanup: %v", err)
-			}
-			bench.Host.RestoreSysctls()
+	p.Run(func(b *benchkit.Bench) error {
+		plugin, err := framework.BuildTool("./test/deviceplugin")
+		if err != nil {
+			return err
 		}
-		results = append(results, medianOf(runs))
-	}
-	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, time.Now())); err != nil {
-		log.Fatal(err)
-	}
+		ctx := context.Background()
+		// What an interrupted run left (the Node would carry its counts).
+		b.Clean(ctx, "")
+		results, err := benchkit.Each(b, func(name string) (Result, error) {
+			runs, err := benchkit.Repeat(ctx, b, *reps, func(i int) (Result, error) {
+				r, err := measure(b, name, plugin, fmt.Sprintf("%s%s-%d", nsPrefix, name, i))
+				if err == nil {
+					log.Printf("%s run %d: %+v", name, i, r)
+				}
+				return r, err
+			})
+			if err != nil {
+				return Result{}, err
+			}
+			return medianOf(runs), nil
+		})
+		if err != nil {
+			return err
+		}
+		return p.Write(results, report(results, time.Now()))
+	})
 }
 
 func devicePod(name, node, image string, n int64) *v1.Pod {
@@ -130,7 +116,7 @@ func since(start time.Time, ok bool) float64 {
 	return time.Since(start).Seconds()
 }
 
-func measure(b *nodeagent.Bench, name, pluginBin, node, ns string) (Result, error) {
+func measure(b *benchkit.Bench, name, pluginBin, ns string) (Result, error) {
 	r := Result{Agent: name, Registered: -1, PodRunning: -1, Reregistered: -1, Unhealthy: -1, PluginGone: -1, CapacityAfter: -1, WaitLimitSecond: wait.Seconds()}
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "agent-"+name+"-")
@@ -146,7 +132,9 @@ func measure(b *nodeagent.Bench, name, pluginBin, node, ns string) (Result, erro
 		// A fresh start: what a previous run's kubelet kept.
 		_ = os.Remove(filepath.Join(nodeagent.UpstreamDevicePluginDir, "kubelet_internal_checkpoint"))
 	}
-	spec := nodeagent.Spec{Name: name, Binary: b.Binary(name), Node: node, Env: b.Env, MaxPods: 20, Dir: dir}
+	node := b.Node
+	spec := b.Spec(name)
+	spec.Dir = dir
 	a, err := nodeagent.Start(spec)
 	if err != nil {
 		return r, err

@@ -47,14 +47,11 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 )
 
-const (
-	sectionBegin = "<!-- ecosystem: begin (bench/ecosystem) -->"
-	sectionEnd   = "<!-- ecosystem: end -->"
-	nsPrefix     = "bench-eco-"
-)
+const nsPrefix = "bench-eco-"
 
 // Result is one agent's figures.
 type Result struct {
@@ -95,58 +92,43 @@ type Result struct {
 const topWait = 2 * time.Minute
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
+	p := benchkit.New("ecosystem", "bench-ecosystem")
+	p.Namespaces = nsPrefix
 	scrapes := flag.Int("scrapes", 20, "scrapes of /metrics/cadvisor per agent")
-	out := flag.String("out", "bench/results/ecosystem.json", "raw results (JSON)")
-	section := flag.String("section", "bench/results/ecosystem.md", "Markdown section written from the results")
-	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	node := flag.String("node", "bench-ecosystem", "node name")
 	flag.StringVar(&dumpDir, "dump", "", "write each agent's last /metrics/cadvisor scrape to DIR/<agent>-cadvisor.txt")
 	link := flag.Bool("link-containerd", true, "link /run/containerd/containerd.sock to the stack's containerd while the bench runs (the only address the upstream kubelet's cadvisor looks for containerd at), unless something is there")
-	flag.Parse()
-	bench, err := nodeagent.PrepareBench("ecosystem")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer bench.Close()
-	if *link {
-		linked, err := linkContainerd(strings.TrimPrefix(bench.Env["CONTAINER_RUNTIME_ENDPOINT"], "unix://"))
+	p.Run(func(b *benchkit.Bench) error {
+		if *link {
+			linked, err := linkContainerd(strings.TrimPrefix(b.Env["CONTAINER_RUNTIME_ENDPOINT"], "unix://"))
+			if err != nil {
+				return err
+			}
+			if linked != "" {
+				defer os.Remove(linked)
+			}
+		}
+		ctx := context.Background()
+		results, err := benchkit.Each(b, func(name string) (Result, error) {
+			a, err := nodeagent.Start(b.Spec(name))
+			if err != nil {
+				return Result{}, err
+			}
+			r, err := measure(ctx, b, a, name, *scrapes)
+			a.Stop()
+			if err != nil {
+				return r, fmt.Errorf("%w (log %s)", err, a.LogPath())
+			}
+			log.Printf("%s: %d/%d families (%d in all, %d series), scrape p50 %.0f ms, agent CPU %.1f ms/scrape, pod-resources %v",
+				name, r.FamiliesListed, len(nodeagent.CadvisorFamilies), r.Families, r.Series, median(r.ScrapeMs), r.AgentCPUPerScrapeMs, r.PodResources)
+			b.Clean(ctx, a.Dir)
+			_ = os.RemoveAll(a.Dir)
+			return r, nil
+		})
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
-		if linked != "" {
-			defer os.Remove(linked)
-		}
-	}
-	ctx := context.Background()
-	cleaner := nodeagent.Cleaner{Client: bench.Client, Runtime: bench.Runtime, Node: *node, Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}
-	var results []Result
-	for _, name := range strings.Split(*agents, ",") {
-		a, err := nodeagent.Start(nodeagent.Spec{Name: name, Binary: bench.Binary(name), Node: *node, Env: bench.Env, MaxPods: 20})
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := nodeagent.WaitNodeReady(ctx, bench.Client, *node, a, 2*time.Minute); err != nil {
-			log.Fatalf("%s: %v (log %s)", name, err, a.LogPath())
-		}
-		r, err := measure(ctx, bench, a, name, *node, *scrapes)
-		a.Stop()
-		if err != nil {
-			log.Fatalf("%s: %v (log %s)", name, err, a.LogPath())
-		}
-		log.Printf("%s: %d/%d families (%d in all, %d series), scrape p50 %.0f ms, agent CPU %.1f ms/scrape, pod-resources %v",
-			name, r.FamiliesListed, len(nodeagent.CadvisorFamilies), r.Families, r.Series, median(r.ScrapeMs), r.AgentCPUPerScrapeMs, r.PodResources)
-		results = append(results, r)
-		if err := cleaner.CleanNode(ctx, a.Dir); err != nil {
-			log.Printf("cleanup: %v", err)
-		}
-		bench.Host.RestoreSysctls()
-		_ = os.RemoveAll(a.Dir)
-	}
-	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results)); err != nil {
-		log.Fatal(err)
-	}
+		return p.Write(results, report(results))
+	})
 }
 
 // cadvisorContainerd is where the upstream kubelet's cadvisor looks for
@@ -181,9 +163,13 @@ func pod(name, node, script string) *v1.Pod {
 	}
 }
 
-func measure(ctx context.Context, bench *nodeagent.Bench, a *nodeagent.Proc, agent, node string, scrapes int) (Result, error) {
+func measure(ctx context.Context, bench *benchkit.Bench, a *nodeagent.Proc, agent string, scrapes int) (Result, error) {
 	r := Result{Agent: agent}
 	c := bench.Client
+	node := bench.Node
+	if err := nodeagent.WaitNodeReady(ctx, c, node, a, 2*time.Minute); err != nil {
+		return r, err
+	}
 	nsName, err := nodeagent.CreateNamespace(ctx, c, nsPrefix)
 	if err != nil {
 		return r, err
@@ -315,7 +301,7 @@ func measure(ctx context.Context, bench *nodeagent.Bench, a *nodeagent.Proc, age
 }
 
 // top starts metrics-server and reads kubectl top pod and node.
-func top(ctx context.Context, bench *nodeagent.Bench, r *Result, ns, node, hogID string) error {
+func top(ctx context.Context, bench *benchkit.Bench, r *Result, ns, node, hogID string) error {
 	r.TopAfterSec, r.TopHogError = -1, -1
 	ms, err := nodeagent.StartMetricsServer(bench.Env)
 	if err != nil {

@@ -28,12 +28,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -43,15 +41,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 const (
-	sectionBegin = "<!-- offline: begin (bench/offline) -->"
-	sectionEnd   = "<!-- offline: end -->"
-	namespace    = "bench-offline"
-	loop         = "trap 'exit 0' TERM; while true; do sleep 0.2; done"
+	namespace = "bench-offline"
+	loop      = "trap 'exit 0' TERM; while true; do sleep 0.2; done"
 )
 
 // Result is one agent's run.
@@ -86,39 +83,27 @@ type run struct {
 }
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
-	out := flag.String("out", "bench/results/offline.json", "raw results (JSON)")
-	section := flag.String("section", "bench/results/offline.md", "Markdown section written from the results")
-	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	node := flag.String("node", "bench-offline", "node name")
-	flag.Parse()
-	bench, err := nodeagent.PrepareBench("offline")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer bench.Close()
-	cleaner := nodeagent.Cleaner{Client: bench.Client, Runtime: bench.Runtime, Node: *node, Mine: func(ns string) bool { return strings.HasPrefix(ns, namespace+"-") }}
-	var results []Result
-	for _, name := range strings.Split(*agents, ",") {
-		r, err := measure(bench, name, *node)
-		// Whatever happened, the API server comes back for the next.
-		if startErr := nodeagent.StartAPIServer(bench.Client); startErr != nil {
-			log.Fatalf("start the API server: %v", startErr)
-		}
+	p := benchkit.New("offline", "bench-offline")
+	p.Namespaces = namespace + "-"
+	p.Run(func(b *benchkit.Bench) error {
+		results, err := benchkit.Each(b, func(name string) (Result, error) {
+			r, err := measure(b, name)
+			// Whatever happened, the API server comes back for the next.
+			if startErr := nodeagent.StartAPIServer(b.Client); startErr != nil {
+				return r, fmt.Errorf("start the API server: %w", startErr)
+			}
+			if err != nil {
+				return r, err
+			}
+			log.Printf("%s: %+v", name, r)
+			b.Clean(context.Background(), "")
+			return r, nil
+		})
 		if err != nil {
-			log.Fatalf("%s: %v", name, err)
+			return err
 		}
-		log.Printf("%s: %+v", name, r)
-		results = append(results, r)
-		if err := cleaner.CleanNode(context.Background(), ""); err != nil {
-			log.Printf("cleanup: %v", err)
-		}
-		bench.Host.RestoreSysctls()
-	}
-	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, time.Now())); err != nil {
-		log.Fatal(err)
-	}
+		return p.Write(results, report(results, time.Now()))
+	})
 }
 
 func pod(name, node, image, script string) *v1.Pod {
@@ -173,7 +158,7 @@ func (r run) readySandboxes(name string) int {
 	return len(boxes)
 }
 
-func measure(bench *nodeagent.Bench, name, node string) (Result, error) {
+func measure(bench *benchkit.Bench, name string) (Result, error) {
 	res := Result{Agent: name, RestartWindowSec: 30, RebootWindowSec: 45, Converged: -1}
 	r := run{client: bench.Client, rt: bench.Runtime, env: bench.Env, ns: namespace + "-" + name}
 	ctx := context.Background()
@@ -181,7 +166,9 @@ func measure(bench *nodeagent.Bench, name, node string) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	spec := nodeagent.Spec{Name: name, Binary: bench.Binary(name), Node: node, Env: bench.Env, MaxPods: 20, Dir: dir}
+	node := bench.Node
+	spec := bench.Spec(name)
+	spec.Dir = dir
 	a, err := nodeagent.Start(spec)
 	if err != nil {
 		return res, err

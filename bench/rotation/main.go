@@ -22,7 +22,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -37,15 +36,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
-const (
-	sectionBegin = "<!-- rotation: begin (bench/rotation) -->"
-	sectionEnd   = "<!-- rotation: end -->"
-	namespace    = "bench-rotation"
-)
+const namespace = "bench-rotation"
 
 // Rotation is one certificate's renewal (seconds since the agent started).
 type Rotation struct {
@@ -71,50 +67,39 @@ type Result struct {
 }
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
-	out := flag.String("out", "bench/results/rotation.json", "raw results (JSON)")
-	section := flag.String("section", "bench/results/rotation.md", "Markdown section written from the results")
-	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	node := flag.String("node", "bench-rotation", "node name")
-	flag.Parse()
-	bench, err := nodeagent.PrepareBench("rotation", "BOOTSTRAP_KUBECONFIG")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer bench.Close()
-	env, client, rt := bench.Env, bench.Client, bench.Runtime
-	cleaner := nodeagent.Cleaner{Client: client, Runtime: rt, Node: *node, Mine: func(ns string) bool { return strings.HasPrefix(ns, namespace+"-") }}
-	var results []Result
-	for _, name := range strings.Split(*agents, ",") {
-		b := bench.Binary(name)
-		r, err := measure(client, env, name, b, *node)
+	p := benchkit.New("rotation", "bench-rotation")
+	p.Namespaces = namespace + "-"
+	p.Need = []string{"BOOTSTRAP_KUBECONFIG"}
+	p.Run(func(b *benchkit.Bench) error {
+		results, err := benchkit.Each(b, func(name string) (Result, error) {
+			r, err := measure(b, name)
+			if err != nil {
+				return r, err
+			}
+			log.Printf("%s: %+v", name, r)
+			b.Clean(context.Background(), "")
+			deleteCSRs(b.Client, b.Node)
+			return r, nil
+		})
 		if err != nil {
-			log.Fatalf("%s: %v", name, err)
+			return err
 		}
-		log.Printf("%s: %+v", name, r)
-		results = append(results, r)
-		if err := cleaner.CleanNode(context.Background(), ""); err != nil {
-			log.Printf("cleanup: %v", err)
-		}
-		deleteCSRs(client, *node)
-		bench.Host.RestoreSysctls()
-	}
-	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, time.Now())); err != nil {
-		log.Fatal(err)
-	}
+		return p.Write(results, report(results, time.Now()))
+	})
 }
 
-func measure(client kubernetes.Interface, env map[string]string, name, bin, node string) (Result, error) {
+func measure(b *benchkit.Bench, name string) (Result, error) {
 	r := Result{Agent: name}
+	client, env, node := b.Client, b.Env, b.Node
 	// Each agent its own namespace: the last one's may still be going.
 	namespace := namespace + "-" + name
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go approveServing(ctx, client, node)
 	start := time.Now()
-	a, err := nodeagent.Start(nodeagent.Spec{Name: name, Binary: bin, Node: node, Env: env, MaxPods: 20, Bootstrap: true,
-		ExtraConfig: "rotateCertificates: true\nserverTLSBootstrap: true\n"})
+	spec := b.Spec(name)
+	spec.Bootstrap, spec.ExtraConfig = true, "rotateCertificates: true\nserverTLSBootstrap: true\n"
+	a, err := nodeagent.Start(spec)
 	if err != nil {
 		return r, err
 	}

@@ -27,7 +27,6 @@ import (
 	"log"
 	"os"
 	"sort"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -36,6 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
@@ -75,59 +75,44 @@ var pods = []struct {
 }
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	agents := flag.String("agents", "upstream,nodelet", "agents to run, in order")
+	p := benchkit.New("shutdown", "bench-shutdown")
+	p.Namespaces = nsPrefix
 	reps := flag.Int("reps", 3, "shutdowns per agent")
 	cancels := flag.Int("cancels", 2, "cancelled shutdowns per agent")
-	out := flag.String("out", "bench/results/shutdown.json", "raw results (JSON)")
-	section := flag.String("section", "bench/results/shutdown.md", "Markdown section written from the results")
-	doc := flag.String("doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	node := flag.String("node", "bench-shutdown", "node name")
-	flag.Parse()
-	bench, err := nodeagent.PrepareBench("shutdown")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer bench.Close()
-	env, client, rt := bench.Env, bench.Client, bench.Runtime
-	fake, err := framework.BuildTool("./hack/tools/fakelogind")
-	if err != nil {
-		log.Fatal(err)
-	}
-	cleaner := nodeagent.Cleaner{Client: client, Runtime: rt, Node: *node, Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}
-	var results []AgentResult
-	for _, name := range strings.Split(*agents, ",") {
-		b := bench.Binary(name)
-		r := AgentResult{Agent: name}
-		for i := 0; i < *reps; i++ {
-			run, err := measure(client, env, name, b, fake, *node, i)
-			if err != nil {
-				log.Fatalf("%s run %d: %v", name, i, err)
-			}
-			log.Printf("%s run %d: %+v", name, i, run)
-			r.Runs = append(r.Runs, run)
-			if err := cleaner.CleanNode(context.Background(), ""); err != nil {
-				log.Printf("cleanup: %v", err)
-			}
-			bench.Host.RestoreSysctls()
+	p.Run(func(b *benchkit.Bench) error {
+		fake, err := framework.BuildTool("./hack/tools/fakelogind")
+		if err != nil {
+			return err
 		}
-		for i := 0; i < *cancels; i++ {
-			c, err := measureCancel(client, env, name, b, fake, *node, i)
+		ctx := context.Background()
+		results, err := benchkit.Each(b, func(name string) (AgentResult, error) {
+			runs, err := benchkit.Repeat(ctx, b, *reps, func(i int) (Run, error) {
+				run, err := measure(b, name, fake, i)
+				if err == nil {
+					log.Printf("%s run %d: %+v", name, i, run)
+				}
+				return run, err
+			})
 			if err != nil {
-				log.Fatalf("%s cancelled run %d: %v", name, i, err)
+				return AgentResult{}, err
 			}
-			log.Printf("%s cancelled run %d: %+v", name, i, c)
-			r.Cancels = append(r.Cancels, c)
-			if err := cleaner.CleanNode(context.Background(), ""); err != nil {
-				log.Printf("cleanup: %v", err)
+			cancelled, err := benchkit.Repeat(ctx, b, *cancels, func(i int) (Cancel, error) {
+				c, err := measureCancel(b, name, fake, i)
+				if err == nil {
+					log.Printf("%s cancelled run %d: %+v", name, i, c)
+				}
+				return c, err
+			})
+			if err != nil {
+				return AgentResult{}, fmt.Errorf("cancelled %w", err)
 			}
-			bench.Host.RestoreSysctls()
+			return AgentResult{Agent: name, Runs: runs, Cancels: cancelled}, nil
+		})
+		if err != nil {
+			return err
 		}
-		results = append(results, r)
-	}
-	if err := nodeagent.WriteResults(results, *out, *section, *doc, sectionBegin, sectionEnd, report(results, time.Now())); err != nil {
-		log.Fatal(err)
-	}
+		return p.Write(results, report(results, time.Now()))
+	})
 }
 
 // session is one agent running with the fake logind and the four pods
@@ -143,8 +128,9 @@ type session struct {
 }
 
 // setup starts the fake logind and the agent, and the pods.
-func setup(client kubernetes.Interface, env map[string]string, name, bin, fake, node, ns string) (*session, error) {
+func setup(b *benchkit.Bench, name, fake, ns string) (*session, error) {
 	ctx := context.Background()
+	client, env, node := b.Client, b.Env, b.Node
 	var undo []func()
 	s := &session{client: client, name: name, node: node, ns: ns, close: func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -161,8 +147,9 @@ func setup(client kubernetes.Interface, env map[string]string, name, bin, fake, 
 		return fail(err)
 	}
 	undo = append(undo, func() { s.logind.Stop() })
-	a, err := nodeagent.Start(nodeagent.Spec{Name: name, Binary: bin, Node: node, Env: env, MaxPods: 20, ExtraEnv: s.logind.Env(),
-		ExtraConfig: "shutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 10s\n"})
+	spec := b.Spec(name)
+	spec.ExtraEnv, spec.ExtraConfig = s.logind.Env(), "shutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 10s\n"
+	a, err := nodeagent.Start(spec)
 	if err != nil {
 		return fail(err)
 	}
@@ -224,10 +211,11 @@ func (s *session) nodeReady() *v1.NodeCondition {
 }
 
 // measure runs one agent through one shutdown.
-func measure(client kubernetes.Interface, env map[string]string, name, bin, fake, node string, i int) (Run, error) {
+func measure(b *benchkit.Bench, name, fake string, i int) (Run, error) {
 	ctx := context.Background()
+	client := b.Client
 	run := Run{NodeNotReady: -1, LockReleased: -1, PowerOff: -1, Pods: map[string]float64{}}
-	s, err := setup(client, env, name, bin, fake, node, fmt.Sprintf("%s%s-%d", nsPrefix, name, i))
+	s, err := setup(b, name, fake, fmt.Sprintf("%s%s-%d", nsPrefix, name, i))
 	if err != nil {
 		return run, err
 	}
@@ -325,10 +313,10 @@ const CancelAfter = 2 * time.Second
 
 // measureCancel runs one agent through a shutdown cancelled after
 // CancelAfter.
-func measureCancel(client kubernetes.Interface, env map[string]string, name, bin, fake, node string, i int) (Cancel, error) {
+func measureCancel(b *benchkit.Bench, name, fake string, i int) (Cancel, error) {
 	ctx := context.Background()
 	out := Cancel{NodeReady: -1, Stopped: []string{}}
-	s, err := setup(client, env, name, bin, fake, node, fmt.Sprintf("%s%s-cancel-%d", nsPrefix, name, i))
+	s, err := setup(b, name, fake, fmt.Sprintf("%s%s-cancel-%d", nsPrefix, name, i))
 	if err != nil {
 		return out, err
 	}
@@ -348,7 +336,7 @@ func measureCancel(client kubernetes.Interface, env map[string]string, name, bin
 		out.NodeReady = time.Since(cancelled).Seconds()
 	}
 	time.Sleep(time.Until(cancelled.Add(30 * time.Second)))
-	list, err := client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+	list, err := s.client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return out, err
 	}

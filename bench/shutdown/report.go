@@ -8,11 +8,6 @@ import (
 	"time"
 )
 
-const (
-	sectionBegin = "<!-- shutdown: begin (bench/shutdown) -->"
-	sectionEnd   = "<!-- shutdown: end -->"
-)
-
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return -1
