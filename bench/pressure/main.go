@@ -30,7 +30,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -47,10 +46,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	nodeagent "github.com/nodelet/nodelet/test/agent"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
@@ -102,40 +100,25 @@ type Results struct {
 }
 
 type options struct {
-	agents     []string
+	*benchkit.Program
 	memoryRuns int
 	runs       int
-	out        string
-	section    string
-	doc        string
-	node       string
 	report     bool
 }
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	var o options
-	var agents string
-	flag.StringVar(&agents, "agents", "upstream,nodelet", "agents to run, in order")
+	o := options{Program: benchkit.New("pressure", "bench-pressure")}
+	o.Namespaces = nsPrefix
 	flag.IntVar(&o.memoryRuns, "memory-runs", 10, "runs of the memory hog")
 	flag.IntVar(&o.runs, "runs", 3, "runs of the disk, inode and PID scenarios")
-	flag.StringVar(&o.out, "out", "bench/results/pressure.json", "raw results (JSON)")
-	flag.StringVar(&o.section, "section", "bench/results/pressure.md", "Markdown section written from the results")
-	flag.StringVar(&o.doc, "doc", "", "also put the section into this Markdown page (replacing a previous one)")
-	flag.StringVar(&o.node, "node", "bench-pressure", "node name")
 	flag.BoolVar(&o.report, "report-only", false, "only rewrite the section from -out")
-	flag.Parse()
-	o.agents = strings.Split(agents, ",")
+	o.Parse()
 	if o.report {
 		var res Results
-		data, err := os.ReadFile(o.out)
-		if err == nil {
-			err = json.Unmarshal(data, &res)
-		}
-		if err != nil {
+		if err := o.LoadResults(&res); err != nil {
 			log.Fatal(err)
 		}
-		if err := writeReport(&o, &res); err != nil {
+		if err := o.WriteSection(section(&res)); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -146,10 +129,11 @@ func main() {
 	if _, err := os.Stat("/sys/fs/cgroup/memory/cgroup.event_control"); err != nil {
 		log.Fatal("the scenario reads cgroup v1 memory files: ", err)
 	}
-	h, err := newHarness(&o)
+	b, err := o.Prepare()
 	if err != nil {
 		log.Fatal(err)
 	}
+	h := &harness{Bench: b, o: &o}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
@@ -159,30 +143,22 @@ func main() {
 		os.Exit(2)
 	}()
 	res := &Results{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine()}
-	for _, name := range o.agents {
+	for _, name := range o.Agents {
 		r, err := h.runAgent(context.Background(), name)
 		if err != nil {
 			h.abort()
 			log.Fatalf("%s: %v", name, err)
 		}
 		res.Agents = append(res.Agents, r)
-		if err := save(o.out, res); err != nil {
+		// Each agent's runs are kept as soon as they exist.
+		if err := o.SaveResults(res); err != nil {
 			log.Fatal(err)
 		}
 	}
-	h.host.Restore()
-	if err := writeReport(&o, res); err != nil {
+	h.Close()
+	if err := o.Write(res, section(res)); err != nil {
 		log.Fatal(err)
 	}
-	log.Printf("wrote %s and %s", o.out, o.section)
-}
-
-func save(path string, res *Results) error {
-	data, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 func machine() string {
@@ -191,27 +167,12 @@ func machine() string {
 }
 
 type harness struct {
-	o       *options
-	env     map[string]string
-	client  kubernetes.Interface
-	rt      internalapi.RuntimeService
-	nodelet string
-	host    *nodeagent.Host
-	cleaner nodeagent.Cleaner
+	*benchkit.Bench
+	o *options
 
 	mu    sync.Mutex
 	agent *nodeagent.Proc
 	mnt   string
-}
-
-func newHarness(o *options) (*harness, error) {
-	b, err := nodeagent.PrepareBench("pressure")
-	if err != nil {
-		return nil, err
-	}
-	h := &harness{o: o, env: b.Env, client: b.Client, rt: b.Runtime, host: b.Host, nodelet: b.Nodelet,
-		cleaner: nodeagent.Cleaner{Client: b.Client, Runtime: b.Runtime, Node: o.node, Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}}
-	return h, nil
 }
 
 func (h *harness) abort() {
@@ -223,7 +184,7 @@ func (h *harness) abort() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := h.cleaner.CleanNode(ctx, mnt); err != nil {
+	if err := h.Cleaner.CleanNode(ctx, mnt); err != nil {
 		log.Printf("cleanup: %v", err)
 	}
 	if mnt != "" {
@@ -231,7 +192,7 @@ func (h *harness) abort() {
 		_, _ = nodeagent.Run("umount", "-l", mnt)
 	}
 	nodeagent.RemoveCgroups(cgroupRoot)
-	h.host.Restore()
+	h.Close()
 }
 
 // makeCgroupRoot creates cgroupRoot in every cgroup hierarchy.
@@ -337,12 +298,8 @@ func (h *harness) runAgent(ctx context.Context, name string) (*AgentResult, erro
 		h.mu.Unlock()
 	}()
 	pidMax, procs := pidFigures()
-	bin := h.nodelet
-	if name == nodeagent.Upstream {
-		bin = filepath.Join(h.env["K8S_BIN"], "kubelet")
-	}
-	spec := nodeagent.Spec{Name: name, Binary: bin, Node: h.o.node, Env: h.env, MaxPods: 20, RootDir: mnt,
-		ExtraConfig: config(pidMax - procs - pidHeadroom)}
+	spec := h.Spec(name)
+	spec.RootDir, spec.ExtraConfig = mnt, config(pidMax-procs-pidHeadroom)
 	a, err := nodeagent.Start(spec)
 	if err != nil {
 		return nil, err
@@ -355,13 +312,10 @@ func (h *harness) runAgent(ctx context.Context, name string) (*AgentResult, erro
 		h.mu.Lock()
 		h.agent = nil
 		h.mu.Unlock()
-		if err := h.cleaner.CleanNode(ctx, mnt); err != nil {
-			log.Printf("cleanup: %v", err)
-		}
-		h.host.RestoreSysctls()
+		h.Clean(ctx, mnt)
 	}
 	defer stop()
-	if err := nodeagent.WaitNodeReady(ctx, h.client, h.o.node, a, 2*time.Minute); err != nil {
+	if err := nodeagent.WaitNodeReady(ctx, h.Client, h.Node, a, 2*time.Minute); err != nil {
 		return nil, err
 	}
 	ns := nsPrefix + name
@@ -425,9 +379,9 @@ func (h *harness) runAgent(ctx context.Context, name string) (*AgentResult, erro
 func (h *harness) namespace(ctx context.Context, ns string) error {
 	// One left by an earlier run may still be terminating.
 	for i := 0; ; i++ {
-		got, err := h.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		got, err := h.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			if _, err := h.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			if _, err := h.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return err
 			}
 			continue
@@ -441,7 +395,7 @@ func (h *harness) namespace(ctx context.Context, ns string) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	for i := 0; i < 300; i++ {
-		if _, err := h.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+		if _, err := h.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -462,11 +416,11 @@ func (h *harness) pod(name, script string, volume bool) *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1.PodSpec{
-			NodeName:                      h.o.node,
+			NodeName:                      h.Node,
 			RestartPolicy:                 v1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			AutomountServiceAccountToken:  ptr.To(false),
-			Containers:                    []v1.Container{{Name: "c", Image: h.env["BUSYBOX_IMAGE"], Command: []string{"sh", "-c", script}}},
+			Containers:                    []v1.Container{{Name: "c", Image: h.Env["BUSYBOX_IMAGE"], Command: []string{"sh", "-c", script}}},
 		},
 	}
 	if volume {
@@ -487,7 +441,7 @@ func (h *harness) run(ctx context.Context, ns string, pod *v1.Pod, sig string, c
 		}
 	}
 	oomBefore, failBefore := oomKills(), failcnt(kubepods)
-	if _, err := h.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return r, err
 	}
 	defer h.removePod(ctx, ns, pod.Name)
@@ -517,7 +471,7 @@ func (h *harness) run(ctx context.Context, ns string, pod *v1.Pod, sig string, c
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		if condAt.IsZero() {
-			if n, err := h.client.CoreV1().Nodes().Get(ctx, h.o.node, metav1.GetOptions{}); err == nil {
+			if n, err := h.Client.CoreV1().Nodes().Get(ctx, h.Node, metav1.GetOptions{}); err == nil {
 				for _, c := range n.Status.Conditions {
 					if c.Type == cond && c.Status == v1.ConditionTrue {
 						condAt = time.Now()
@@ -525,7 +479,7 @@ func (h *harness) run(ctx context.Context, ns string, pod *v1.Pod, sig string, c
 				}
 			}
 		}
-		p, err := h.client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		p, err := h.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err == nil && p.Status.Phase == v1.PodFailed {
 			r.Message = p.Status.Message
 			for _, cs := range p.Status.ContainerStatuses {
@@ -542,7 +496,7 @@ func (h *harness) run(ctx context.Context, ns string, pod *v1.Pod, sig string, c
 	}
 	// A condition seen later than the pod's end still counts.
 	for i := 0; condAt.IsZero() && i < 150; i++ {
-		if n, err := h.client.CoreV1().Nodes().Get(ctx, h.o.node, metav1.GetOptions{}); err == nil {
+		if n, err := h.Client.CoreV1().Nodes().Get(ctx, h.Node, metav1.GetOptions{}); err == nil {
 			for _, c := range n.Status.Conditions {
 				if c.Type == cond && c.Status == v1.ConditionTrue {
 					condAt = time.Now()
@@ -580,10 +534,10 @@ func (h *harness) run(ctx context.Context, ns string, pod *v1.Pod, sig string, c
 // removePod deletes the pod and waits for it to be gone from the API and
 // the runtime.
 func (h *harness) removePod(ctx context.Context, ns, name string) {
-	_ = h.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	_ = h.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	for i := 0; i < 600; i++ {
-		_, err := h.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && nodeagent.ReadySandboxes(ctx, h.rt, ns) == 0 {
+		_, err := h.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && nodeagent.ReadySandboxes(ctx, h.Runtime, ns) == 0 {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -594,7 +548,7 @@ func (h *harness) removePod(ctx context.Context, ns, name string) {
 func (h *harness) waitCondition(ctx context.Context, typ v1.NodeConditionType, st v1.ConditionStatus, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if n, err := h.client.CoreV1().Nodes().Get(ctx, h.o.node, metav1.GetOptions{}); err == nil {
+		if n, err := h.Client.CoreV1().Nodes().Get(ctx, h.Node, metav1.GetOptions{}); err == nil {
 			for _, c := range n.Status.Conditions {
 				if c.Type == typ && c.Status == st {
 					return nil

@@ -2,15 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
-
-	nodeagent "github.com/nodelet/nodelet/test/agent"
-)
-
-const (
-	sectionBegin = "<!-- pressure: begin (bench/pressure) -->"
-	sectionEnd   = "<!-- pressure: end -->"
 )
 
 // stats are one agent's figures for one signal.
@@ -106,15 +98,4 @@ func section(res *Results) string {
 	b.WriteString("crossing. The disk pod writes 20 MiB/s into an emptyDir, the inode pod creates 500 empty files a second, the\n")
 	b.WriteString("PID pod forks 100 sleeps a second. Raw runs: `bench/results/pressure.json`.\n")
 	return b.String()
-}
-
-func writeReport(o *options, res *Results) error {
-	s := section(res)
-	if err := os.WriteFile(o.section, []byte(s), 0o644); err != nil {
-		return err
-	}
-	if o.doc == "" {
-		return nil
-	}
-	return nodeagent.SpliceSection(o.doc, sectionBegin, sectionEnd, s)
 }
