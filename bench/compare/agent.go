@@ -70,7 +70,7 @@ func newHarness(o *options, env map[string]string) (*harness, error) {
 		return nil, err
 	}
 	h := &harness{o: o, env: env, client: client, rt: rt, floorRT: floorRT, img: img, host: host,
-		cleaner: nodeagent.Cleaner{Client: client, Runtime: rt, Node: o.nodeName,
+		cleaner: nodeagent.Cleaner{Client: client, Runtime: rt, Node: o.Node,
 			Mine: func(ns string) bool { return strings.HasPrefix(ns, nsPrefix) }}}
 	bin, err := os.MkdirTemp("", "compare-bin-")
 	if err != nil {
@@ -123,7 +123,7 @@ func (h *harness) spec(name string) nodeagent.Spec {
 	if name == nodeagent.Upstream {
 		bin = h.upstreamBinary()
 	}
-	return nodeagent.Spec{Name: name, Binary: bin, Node: h.o.nodeName, Env: h.env, MaxPods: maxPods + 10}
+	return nodeagent.Spec{Name: name, Binary: bin, Node: h.o.Node, Env: h.env, MaxPods: maxPods + 10}
 }
 
 // config is the KubeletConfiguration both agents get.
@@ -172,7 +172,7 @@ func (h *harness) readySandboxes(ctx context.Context, ns string) int {
 
 // waitNodeReady waits for the node's Ready condition.
 func (h *harness) waitNodeReady(ctx context.Context, a *nodeagent.Proc, timeout time.Duration) error {
-	return nodeagent.WaitNodeReady(ctx, h.client, h.o.nodeName, a, timeout)
+	return nodeagent.WaitNodeReady(ctx, h.client, h.o.Node, a, timeout)
 }
 
 // proc figures of one process.

@@ -85,7 +85,7 @@ func (h *harness) apiFloor(ctx context.Context, n int, requests bool) (*APIFloor
 	node := absentNode
 	var kr *kubeletRequests
 	if requests {
-		node = h.o.nodeName
+		node = h.o.Node
 		if kr, err = h.newKubeletRequests(wctx, ns); err != nil {
 			return nil, err
 		}

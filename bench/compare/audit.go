@@ -59,7 +59,7 @@ func (h *harness) apiRequests(offset int64, from, to time.Time) map[string]float
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return nil
 	}
-	return countRequests(f, "system:node:"+h.o.nodeName, from, to)
+	return countRequests(f, "system:node:"+h.o.Node, from, to)
 }
 
 // countRequests classifies the audit events of user in [from, to].

@@ -50,7 +50,7 @@ const kubeletWorkers = 8
 // the node's pods and the workers that make each added pod's requests,
 // until ctx is done.
 func (h *harness) newKubeletRequests(ctx context.Context, ns string) (*kubeletRequests, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(h.env["CLUSTER_PKI"], "node-"+h.o.nodeName+".kubeconfig"))
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(h.env["CLUSTER_PKI"], "node-"+h.o.Node+".kubeconfig"))
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (h *harness) newKubeletRequests(ctx context.Context, ns string) (*kubeletRe
 	if err != nil {
 		return nil, err
 	}
-	sel := fields.OneTermEqualSelector("spec.nodeName", h.o.nodeName).String()
+	sel := fields.OneTermEqualSelector("spec.nodeName", h.o.Node).String()
 	list, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("the node's pods: %w", err)
@@ -84,7 +84,7 @@ func (h *harness) newKubeletRequests(ctx context.Context, ns string) (*kubeletRe
 			}
 		}
 	}()
-	kr := &kubeletRequests{client: client, node: h.o.nodeName, nodeIP: h.env["NODE_IP"], image: h.env["BUSYBOX_IMAGE"], work: make(chan *v1.Pod, 10000)}
+	kr := &kubeletRequests{client: client, node: h.o.Node, nodeIP: h.env["NODE_IP"], image: h.env["BUSYBOX_IMAGE"], work: make(chan *v1.Pod, 10000)}
 	for range kubeletWorkers {
 		go func() {
 			for {

@@ -30,31 +30,28 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/bench/internal/benchkit"
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 type options struct {
+	*benchkit.Program
 	reps      int
 	burst     int
 	delPods   int
 	direct    bool
 	scale     []int
 	window    time.Duration
-	agents    []string
-	out       string
-	section   string
-	doc       string
 	docsDir   string
 	profile   bool
 	report    bool
-	nodeName  string
 	burstWait time.Duration
 	floor     [][2]int // pods, concurrency (0: all at once)
 	floorOnly bool
 }
 
 func main() {
-	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	o := options{Program: benchkit.New("compare", "bench-node")}
 	// The CRI client logs through klog: its errors for containers the
 	// agents removed meanwhile are expected here.
 	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -62,26 +59,20 @@ func main() {
 	_ = kfs.Set("logtostderr", "false")
 	_ = kfs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(io.Discard)
-	var o options
-	var scale, agents, floor string
+	var scale, floor string
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of each scenario (medians are reported)")
 	flag.IntVar(&o.burst, "burst", 100, "pods of the startup burst")
 	flag.IntVar(&o.delPods, "delete-pods", 20, "pods of the deletion scenario")
 	flag.BoolVar(&o.direct, "direct", true, "also run each burst with spec.nodeName set (no scheduler), and profile that one")
 	flag.StringVar(&scale, "scale", "250", "comma-separated pod counts of the scale scenario (empty: skip)")
 	flag.DurationVar(&o.window, "window", 60*time.Second, "footprint measurement window (idle and steady)")
-	flag.StringVar(&agents, "agents", "upstream,nodelet", "agents to run, in order")
-	flag.StringVar(&o.out, "out", "bench/results/compare.json", "raw results (JSON)")
-	flag.StringVar(&o.section, "section", "bench/results/compare.md", "Markdown section written from the results")
-	flag.StringVar(&o.doc, "doc", "", "also put the section into this Markdown page (replacing a previous one)")
 	flag.StringVar(&o.docsDir, "docs-dir", "docs", "where charts and profiles go")
 	flag.BoolVar(&o.profile, "profile", true, "capture a CPU profile of each agent during an extra (unmeasured) burst")
 	flag.BoolVar(&o.report, "report-only", false, "only rewrite the section and charts from -out")
-	flag.StringVar(&o.nodeName, "node", "bench-node", "node name")
 	flag.DurationVar(&o.burstWait, "burst-timeout", 5*time.Minute, "how long a burst may take")
 	flag.StringVar(&floor, "floor", "100:0,100:4,100:8,100:16,500:8", "runtime floor bursts (pods:concurrency, 0 = all at once), straight through the CRI with no agent")
 	flag.BoolVar(&o.floorOnly, "floor-only", false, "only run the runtime floor bursts (and the deletion floor) and print them")
-	flag.Parse()
+	o.Parse()
 	for _, f := range strings.Split(floor, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -101,10 +92,9 @@ func main() {
 			o.scale = append(o.scale, n)
 		}
 	}
-	o.agents = strings.Split(agents, ",")
 
 	if o.report {
-		res, err := loadResults(o.out)
+		res, err := loadResults(o.Out)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -194,7 +184,7 @@ func main() {
 	ran, err := h.runAgents(context.Background(), func(partial []*AgentResult) {
 		// Partial results are kept as soon as they exist.
 		res.Agents = partial
-		if err := saveResults(o.out, res); err != nil {
+		if err := saveResults(o.Out, res); err != nil {
 			log.Printf("saving partial results: %v", err)
 		}
 	})
@@ -205,13 +195,13 @@ func main() {
 	res.Agents = ran
 	h.restoreHost()
 	floors("after the agents")
-	if err := saveResults(o.out, res); err != nil {
+	if err := saveResults(o.Out, res); err != nil {
 		log.Fatal(err)
 	}
 	if err := writeReport(&o, res); err != nil {
 		log.Fatal(err)
 	}
-	log.Printf("wrote %s, %s and the charts in %s", o.out, o.section, o.docsDir)
+	log.Printf("wrote %s, %s and the charts in %s", o.Out, o.Section, o.docsDir)
 }
 
 // loadEnv reads the `export K="V"` lines of .stack/env.

@@ -9,13 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	nodeagent "github.com/nodelet/nodelet/test/agent"
-)
-
-const (
-	sectionBegin = "<!-- compare: begin (bench/compare) -->"
-	sectionEnd   = "<!-- compare: end -->"
 )
 
 // figure is one row of the table: a value per agent (the median over the
@@ -179,7 +172,7 @@ func num(v float64) string {
 }
 
 // writeReport writes the Markdown section and the charts, and puts the
-// section into o.doc when asked.
+// section into -doc when asked.
 func writeReport(o *options, r *Results) error {
 	up, nl := agent(r, "upstream"), agent(r, "nodelet")
 	if up == nil || nl == nil {
@@ -345,16 +338,7 @@ func writeReport(o *options, r *Results) error {
 	p("CPU profiles of both agents during an extra (unmeasured) burst:")
 	p("[profiles/nodelet-burst-top.txt](profiles/nodelet-burst-top.txt),")
 	p("[profiles/upstream-burst-top.txt](profiles/upstream-burst-top.txt) (the `.pprof` files beside them).")
-	if err := os.MkdirAll(filepath.Dir(o.section), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(o.section, b.Bytes(), 0o644); err != nil {
-		return err
-	}
-	if o.doc != "" {
-		return nodeagent.SpliceSection(o.doc, sectionBegin, sectionEnd, b.String())
-	}
-	return nil
+	return o.WriteSection(b.String())
 }
 
 func valOr(m map[string]float64, k string) float64 {

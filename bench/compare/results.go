@@ -161,7 +161,7 @@ func (h *harness) machineFacts() *Results {
 		},
 		Config: map[string]any{
 			"reps": h.o.reps, "burstPods": h.o.burst, "direct": h.o.direct, "deletePods": h.o.delPods,
-			"scale": h.o.scale, "windowSeconds": h.o.window.Seconds(), "node": h.o.nodeName,
+			"scale": h.o.scale, "windowSeconds": h.o.window.Seconds(), "node": h.o.Node,
 			"kubeletConfiguration": h.config("$DIR"),
 		},
 	}

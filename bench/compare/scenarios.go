@@ -198,7 +198,7 @@ func (h *harness) benchPod(name string, trap, direct bool) *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1.PodSpec{
-			NodeSelector:                  map[string]string{"kubernetes.io/hostname": h.o.nodeName},
+			NodeSelector:                  map[string]string{"kubernetes.io/hostname": h.o.Node},
 			TerminationGracePeriodSeconds: grace,
 			EnableServiceLinks:            new(bool),
 			Containers: []v1.Container{{
@@ -213,7 +213,7 @@ func (h *harness) benchPod(name string, trap, direct bool) *v1.Pod {
 	}
 	if direct {
 		p.Spec.NodeSelector = nil
-		p.Spec.NodeName = h.o.nodeName
+		p.Spec.NodeName = h.o.Node
 	}
 	return p
 }
@@ -597,7 +597,7 @@ func (h *harness) startSession(ctx context.Context, name, label string, r *Agent
 	if r.NodeReadySeconds == 0 {
 		r.NodeReadySeconds = time.Since(t0).Seconds()
 	}
-	log.Printf("node %s Ready after %.1f s", h.o.nodeName, time.Since(t0).Seconds())
+	log.Printf("node %s Ready after %.1f s", h.o.Node, time.Since(t0).Seconds())
 	se.s = startSampler(a.Pid())
 	nsObj, err := h.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: nsPrefix + name + "-"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -652,15 +652,15 @@ func (h *harness) failSession(se *session, err error) error {
 
 // runAgents runs every scenario against every agent. The agents take turns:
 // each repetition of the burst, restart and deletion scenarios runs each
-// agent in o.agents order, then the profile and each scale size, each turn a
+// agent in -agents order, then the profile and each scale size, each turn a
 // fresh start of the agent on a fresh node. Taking turns spreads what
 // changes on the machine over a run (this VM's speed drifts: the same
 // runtime-only burst took 6.2 s and 7.9 s half an hour apart) over both
 // agents instead of giving one agent the first half of the run.
 func (h *harness) runAgents(ctx context.Context, save func([]*AgentResult)) ([]*AgentResult, error) {
 	o := h.o
-	results := make([]*AgentResult, len(o.agents))
-	for i, name := range o.agents {
+	results := make([]*AgentResult, len(o.Agents))
+	for i, name := range o.Agents {
 		results[i] = &AgentResult{Agent: name}
 		if name == "upstream" {
 			results[i].Version = strings.TrimSpace(mustRun(h.upstreamBinary(), "--version"))
@@ -669,7 +669,7 @@ func (h *harness) runAgents(ctx context.Context, save func([]*AgentResult)) ([]*
 		}
 	}
 	turn := func(label string, body func(se *session, r *AgentResult) error) error {
-		for i, name := range o.agents {
+		for i, name := range o.Agents {
 			se, err := h.startSession(ctx, name, label, results[i])
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
