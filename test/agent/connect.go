@@ -2,9 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -34,27 +31,4 @@ func Connect(env map[string]string, qps float32, burst int) (kubernetes.Interfac
 		return nil, nil, err
 	}
 	return client, rt, nil
-}
-
-// SpliceSection puts section between the markers begin and end of the
-// Markdown page doc, replacing what was there, or inserts it before
-// "## Raw output" (or at the end).
-func SpliceSection(doc, begin, end, section string) error {
-	data, err := os.ReadFile(doc)
-	if err != nil {
-		return err
-	}
-	page := string(data)
-	block := begin + "\n" + section + end + "\n"
-	if i, j := strings.Index(page, begin), strings.Index(page, end); i >= 0 && j > i {
-		page = page[:i] + block + page[j+len(end)+1:]
-	} else if i := strings.Index(page, "## Raw output"); i >= 0 {
-		page = page[:i] + block + "\n" + page[i:]
-	} else {
-		page += "\n" + block
-	}
-	if err := os.WriteFile(doc, []byte(page), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", doc, err)
-	}
-	return nil
 }
