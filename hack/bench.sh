@@ -13,11 +13,11 @@ if [ -n "${BENCH_E2E_RESULTS:-}" ]; then
 	# of this script (same nodelet code) is reused.
 	cp "$BENCH_E2E_RESULTS" "$out"
 else
-	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkStaticPodStartup|BenchmarkRSS10Pods' -benchtime 20x ./test/e2e/ | tee "$out"
-	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkClusterNode50Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
-	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkProbes100Pods' -benchtime 1x ./test/e2e/ | tee -a "$out"
-	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkKubeletAPI' -benchtime 1x ./test/e2e/ | tee -a "$out"
-	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkConfigMapPropagation' -benchtime 1x ./test/e2e/ | tee -a "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkStaticPodStartup|BenchmarkRSS10Pods' -benchtime 20x ./bench/e2e/ | tee "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkClusterNode50Pods' -benchtime 1x ./bench/e2e/ | tee -a "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkProbes100Pods' -benchtime 1x ./bench/e2e/ | tee -a "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkKubeletAPI' -benchtime 1x ./bench/e2e/ | tee -a "$out"
+	go test -count=1 -timeout 30m -run '^$' -bench 'BenchmarkConfigMapPropagation' -benchtime 1x ./bench/e2e/ | tee -a "$out"
 fi
 # nodelet vs the upstream kubelet, side by side on node bench-node (bench/compare):
 # raw results in bench/results/compare.json, charts and profiles under docs/.

@@ -25,7 +25,7 @@ import (
 // server's audit log) and nodelet's RSS.
 func BenchmarkClusterNode50Pods(b *testing.B) {
 	const node, pods = "bench-cluster", 50
-	c, n := clusterNode(b, node, "")
+	c, n := clusterNode(b, node)
 	ns := c.Namespace(b, "bench")
 	ctx := context.Background()
 	w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})

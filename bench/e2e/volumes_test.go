@@ -32,7 +32,7 @@ func BenchmarkConfigMapPropagation(b *testing.B) {
 		updates = v
 	}
 	const node = "bench-configmap"
-	c, _ := clusterNode(b, node, "")
+	c, _ := clusterNode(b, node)
 	ns := c.Namespace(b, "cmbench")
 	ctx := context.Background()
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"value": "0"}}

@@ -22,7 +22,7 @@ import (
 // rate at which the runtime writes its log file.
 func BenchmarkKubeletAPI(b *testing.B) {
 	const node = "bench-api"
-	c, n := clusterNode(b, node, "")
+	c, n := clusterNode(b, node)
 	ns := c.Namespace(b, "bench-api")
 	ctx := context.Background()
 	line := strings.Repeat("0123456789", 10)
