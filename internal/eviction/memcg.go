@@ -207,12 +207,25 @@ type pollNotifier struct {
 // DefaultPollPeriod is how often a pollNotifier reads the usage.
 const DefaultPollPeriod = 100 * time.Millisecond
 
-// NewPollNotifier returns a notifier reading usage every period (the
-// node's or the pods' memory usage, page cache included) on clk; events,
-// when not empty, is the cgroup's memory.events file to watch.
-func NewPollNotifier(usage func() (int64, error), period time.Duration, events string, clk clock.WithTicker) (MemoryNotifier, error) {
+// PollConfig configures a poll notifier.
+type PollConfig struct {
+	// Usage reads the memory usage (the node's or the pods', page cache
+	// included). Required.
+	Usage func() (int64, error)
+	// Period is how often Usage is read (DefaultPollPeriod when zero).
+	Period time.Duration
+	// Events, when not empty, is the cgroup's memory.events file to watch:
+	// a change wakes the notifier at once.
+	Events string
+	// Clock times the reads (the real clock when nil).
+	Clock clock.WithTicker
+}
+
+// NewPollNotifier returns a notifier reading the usage every period.
+func NewPollNotifier(cfg PollConfig) (MemoryNotifier, error) {
+	usage, period, events, clk := cfg.Usage, cfg.Period, cfg.Events, cfg.Clock
 	if usage == nil {
-		return nil, errors.New("a poll notifier needs its usage")
+		return nil, errors.New("eviction: PollConfig.Usage is required")
 	}
 	if period <= 0 {
 		period = DefaultPollPeriod

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -168,12 +169,12 @@ func TestPollNotifier(t *testing.T) {
 	var mu sync.Mutex
 	usage := int64(100)
 	read := make(chan struct{}, 100)
-	nf, err := NewPollNotifier(func() (int64, error) {
+	nf, err := NewPollNotifier(PollConfig{Usage: func() (int64, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		read <- struct{}{}
 		return usage, nil
-	}, time.Second, "", clk)
+	}, Period: time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestPollNotifierEvents(t *testing.T) {
 	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n, err := NewPollNotifier(func() (int64, error) { return 1, nil }, time.Hour, events, testingclock.NewFakeClock(t0))
+	n, err := NewPollNotifier(PollConfig{Usage: func() (int64, error) { return 1, nil }, Period: time.Hour, Events: events, Clock: testingclock.NewFakeClock(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,5 +239,14 @@ func TestPollNotifierEvents(t *testing.T) {
 	case <-n.Fired():
 	case <-time.After(10 * time.Second):
 		t.Fatal("no signal when memory.events changed")
+	}
+}
+
+func TestNewPollNotifier(t *testing.T) {
+	if _, err := NewPollNotifier(PollConfig{}); err == nil || !strings.Contains(err.Error(), "PollConfig.Usage is required") {
+		t.Errorf("no usage: %v", err)
+	}
+	if _, err := NewPollNotifier(PollConfig{Usage: func() (int64, error) { return 0, nil }, Events: "/nonexistent/memory.events"}); err == nil {
+		t.Error("a memory.events that is not there was accepted")
 	}
 }

@@ -50,9 +50,9 @@ func MemoryNotifiers(thresholds []Threshold, cfg NotifiersConfig) (map[Signal]Me
 		case !cg.V2:
 			nf, err = NewMemcgNotifier(cg.Dir("memory", cfg.PodsCgroup))
 		case signal == MemoryAvailable:
-			nf, err = NewPollNotifier(cfg.NodeMemoryUsage, 0, "", cfg.Clock)
+			nf, err = NewPollNotifier(PollConfig{Usage: cfg.NodeMemoryUsage, Clock: cfg.Clock})
 		default:
-			nf, err = NewPollNotifier(cfg.PodsMemoryUsage, 0, filepath.Join(cg.Dir("memory", cfg.PodsCgroup), "memory.events"), cfg.Clock)
+			nf, err = NewPollNotifier(PollConfig{Usage: cfg.PodsMemoryUsage, Events: filepath.Join(cg.Dir("memory", cfg.PodsCgroup), "memory.events"), Clock: cfg.Clock})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", signal, err))
