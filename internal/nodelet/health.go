@@ -35,6 +35,9 @@ func (n *Nodelet) healthHandler() http.Handler {
 		}},
 		healthz.Check{Name: "offline", Fn: func() error { return nil }, Info: n.offlineInfo},
 		healthz.Check{Name: "syncloop", Fn: func() error {
+			if !n.connected.IsReady() {
+				return nil // the main loop is built once the runtime answers
+			}
 			if since := n.clock.Since(n.main.LastTurn()); since > syncLoopUnhealthy {
 				return fmt.Errorf("sync loop last turned %v ago", since.Round(time.Second))
 			}

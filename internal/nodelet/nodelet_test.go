@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,5 +202,20 @@ spec:
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after a fatal loop failed with a pod running")
+	}
+}
+
+// Before the runtime answers, healthz says so (and nothing else fails):
+// the components that need the runtime do not exist yet.
+func TestHealthzBeforeTheRuntime(t *testing.T) {
+	cfg, _ := standalone(t, 0)
+	n, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	n.healthHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz?verbose", nil))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "not connected to the container runtime") {
+		t.Errorf("healthz before the runtime: %d %s", rec.Code, rec.Body.String())
 	}
 }
