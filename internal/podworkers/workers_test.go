@@ -4,11 +4,11 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/kubecontainer"
@@ -128,14 +128,22 @@ func (f *fakeSyncer) count(uid types.UID, op string) int {
 	return n
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// closed tells whether ch is closed, without waiting: called after
+// synctest.Wait, when whatever was going to close it has done so.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// wantCount fails t unless the pod had exactly n calls of op.
+func wantCount(t *testing.T, f *fakeSyncer, uid types.UID, op string, n int, when string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if got := f.count(uid, op); got != n {
+		t.Fatalf("%s: %d %s calls for %s, want %d", when, got, op, uid, n)
 	}
 }
 
@@ -145,184 +153,214 @@ func newPod(uid string) *v1.Pod {
 	return p
 }
 
+// The tests run in a synctest bubble: the workers' timers run on the
+// bubble's fake clock (the real clock inside it), and synctest.Wait returns
+// once every worker is blocked, so "nothing happened" is checked after the
+// workers did all they were going to do, not after a sleep.
+
 func TestSyncResyncAndTerminate(t *testing.T) {
-	f := &fakeSyncer{inSync: map[types.UID]int{}}
-	clk := testingclock.NewFakeClock(time.Now())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var terminated sync.Map
-	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Clock: clk, Resync: time.Minute, OnTerminated: func(uid types.UID) { terminated.Store(uid, true) }})
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSyncer{inSync: map[types.UID]int{}}
+		done := make(chan struct{})
+		ws := newWorkers(t, Config{Context: t.Context(), Syncer: f, Resync: time.Minute, OnTerminated: func(uid types.UID) {
+			if uid == "a" {
+				close(done)
+			}
+		}})
 
-	a := newPod("a")
-	ws.Sync(a)
-	waitFor(t, "first sync", func() bool { return f.count("a", "sync") == 1 })
+		a := newPod("a")
+		ws.Sync(a)
+		synctest.Wait()
+		wantCount(t, f, "a", "sync", 1, "after Sync")
 
-	// No sync without a reason until the resync period (plus jitter) passes.
-	clk.Step(30 * time.Second)
-	time.Sleep(50 * time.Millisecond)
-	if n := f.count("a", "sync"); n != 1 {
-		t.Fatalf("synced %d times before the resync period", n)
-	}
-	clk.Step(40 * time.Second)
-	waitFor(t, "periodic resync", func() bool { return f.count("a", "sync") == 2 })
+		// No sync without a reason until the resync period (plus up to a
+		// tenth of it of jitter) passes.
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		wantCount(t, f, "a", "sync", 1, "before the resync period")
+		time.Sleep(8 * time.Second)
+		synctest.Wait()
+		wantCount(t, f, "a", "sync", 2, "after the resync period and its jitter")
 
-	// A PLEG notification syncs at once.
-	ws.Notify("a")
-	waitFor(t, "notified sync", func() bool { return f.count("a", "sync") == 3 })
+		// A PLEG notification syncs at once.
+		ws.Notify("a")
+		synctest.Wait()
+		wantCount(t, f, "a", "sync", 3, "after Notify")
 
-	ws.Terminate("a", a, nil, nil)
-	waitFor(t, "termination", func() bool { _, ok := terminated.Load(types.UID("a")); return ok })
-	if f.count("a", "terminate") != 1 {
-		t.Errorf("terminated %d times", f.count("a", "terminate"))
-	}
-	// A finished pod is not synced again until forgotten.
-	ws.Sync(a)
-	time.Sleep(50 * time.Millisecond)
-	if n := f.count("a", "sync"); n != 3 {
-		t.Errorf("a terminated pod was synced again (%d syncs)", n)
-	}
-	ws.Forget("a")
-	ws.Sync(a)
-	waitFor(t, "sync after Forget", func() bool { return f.count("a", "sync") == 4 })
-	if f.overlap {
-		t.Error("two calls for one pod overlapped")
-	}
+		ws.Terminate("a", a, nil, nil)
+		synctest.Wait()
+		if !closed(done) {
+			t.Fatal("the termination did not finish")
+		}
+		wantCount(t, f, "a", "terminate", 1, "after Terminate")
+		// A finished pod is not synced again until forgotten.
+		ws.Sync(a)
+		synctest.Wait()
+		wantCount(t, f, "a", "sync", 3, "a terminated pod synced again")
+		ws.Forget("a")
+		ws.Sync(a)
+		synctest.Wait()
+		wantCount(t, f, "a", "sync", 4, "after Forget")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.overlap {
+			t.Error("two calls for one pod overlapped")
+		}
+	})
 }
 
 func TestRequeueAfter(t *testing.T) {
-	f := &fakeSyncer{inSync: map[types.UID]int{}, next: 10 * time.Second}
-	clk := testingclock.NewFakeClock(time.Now())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Clock: clk, Resync: time.Minute})
-	ws.Sync(newPod("b"))
-	waitFor(t, "first sync", func() bool { return f.count("b", "sync") == 1 })
-	waitFor(t, "timer armed", func() bool { return clk.HasWaiters() })
-	clk.Step(10 * time.Second)
-	waitFor(t, "requeued sync", func() bool { return f.count("b", "sync") == 2 })
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSyncer{inSync: map[types.UID]int{}, next: 10 * time.Second}
+		ws := newWorkers(t, Config{Context: t.Context(), Syncer: f, Resync: time.Minute})
+		ws.Sync(newPod("b"))
+		synctest.Wait()
+		wantCount(t, f, "b", "sync", 1, "after Sync")
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		wantCount(t, f, "b", "sync", 1, "before the requeue")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		wantCount(t, f, "b", "sync", 2, "at the requeue")
+	})
 }
 
 func TestTerminateCancelsInFlightSync(t *testing.T) {
-	f := &fakeSyncer{inSync: map[types.UID]int{}, block: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
-	p := newPod("c")
-	ws.Sync(p)
-	waitFor(t, "sync started", func() bool { return f.count("c", "sync") == 1 })
-	ws.Terminate("c", p, nil, nil)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("termination waited for the blocked sync")
-	}
-	if f.canceled != 1 {
-		t.Errorf("the in-flight sync was not canceled")
-	}
-	if f.overlap {
-		t.Error("terminate overlapped the sync")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSyncer{inSync: map[types.UID]int{}, block: make(chan struct{})}
+		done := make(chan struct{})
+		ws := newWorkers(t, Config{Context: t.Context(), Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
+		p := newPod("c")
+		ws.Sync(p)
+		synctest.Wait()
+		wantCount(t, f, "c", "sync", 1, "after Sync")
+		ws.Terminate("c", p, nil, nil)
+		synctest.Wait()
+		if !closed(done) {
+			t.Fatal("termination waited for the blocked sync")
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.canceled != 1 {
+			t.Errorf("the in-flight sync was not canceled")
+		}
+		if f.overlap {
+			t.Error("terminate overlapped the sync")
+		}
+	})
 }
 
 // A second kill request for a pod already terminating does not restart the
 // termination, unless it shortens the grace period.
 func TestTerminateTwiceKeepsTheTerminationInFlight(t *testing.T) {
-	f := &fakeSyncer{inSync: map[types.UID]int{}, termBlock: make(chan struct{})}
-	clk := testingclock.NewFakeClock(time.Now())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Clock: clk, Resync: time.Minute})
-	pod := &v1.Pod{}
-	pod.UID = "u1"
-	thirty, five := int64(30), int64(5)
-	ws.Terminate(pod.UID, pod, nil, &thirty)
-	waitFor(t, "termination started", func() bool { return f.count(pod.UID, "terminate") == 1 })
-	ws.Terminate(pod.UID, pod, nil, nil)     // the pod left its source
-	ws.Terminate(pod.UID, pod, nil, &thirty) // the same grace again
-	// A pod terminated with its own grace (nil: the default 30 s) and then
-	// with an explicit 30 s: the same, nothing restarts.
-	other := &v1.Pod{}
-	other.UID = "u2"
-	ws.Terminate(other.UID, other, nil, nil)
-	waitFor(t, "second pod's termination started", func() bool { return f.count(other.UID, "terminate") == 1 })
-	ws.Terminate(other.UID, other, nil, &thirty)
-	time.Sleep(50 * time.Millisecond)
-	f.mu.Lock()
-	canceled := f.termCanceled
-	f.mu.Unlock()
-	if canceled != 0 || f.count(pod.UID, "terminate") != 1 || f.count(other.UID, "terminate") != 1 {
-		t.Fatalf("terminations %d, canceled %d: want the first one left alone", f.count(pod.UID, "terminate"), canceled)
-	}
-	ws.Terminate(pod.UID, pod, nil, &five) // shorter: restart with it
-	waitFor(t, "termination restarted", func() bool { return f.count(pod.UID, "terminate") == 2 })
-	close(f.termBlock)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.termCanceled != 1 {
-		t.Fatalf("canceled %d, want 1", f.termCanceled)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSyncer{inSync: map[types.UID]int{}, termBlock: make(chan struct{})}
+		ws := newWorkers(t, Config{Context: t.Context(), Syncer: f, Resync: time.Minute})
+		pod := &v1.Pod{}
+		pod.UID = "u1"
+		thirty, five := int64(30), int64(5)
+		ws.Terminate(pod.UID, pod, nil, &thirty)
+		synctest.Wait()
+		wantCount(t, f, pod.UID, "terminate", 1, "after Terminate")
+		ws.Terminate(pod.UID, pod, nil, nil)     // the pod left its source
+		ws.Terminate(pod.UID, pod, nil, &thirty) // the same grace again
+		// A pod terminated with its own grace (nil: the default 30 s) and then
+		// with an explicit 30 s: the same, nothing restarts.
+		other := &v1.Pod{}
+		other.UID = "u2"
+		ws.Terminate(other.UID, other, nil, nil)
+		synctest.Wait()
+		wantCount(t, f, other.UID, "terminate", 1, "the second pod's termination")
+		ws.Terminate(other.UID, other, nil, &thirty)
+		synctest.Wait()
+		f.mu.Lock()
+		canceled := f.termCanceled
+		f.mu.Unlock()
+		if canceled != 0 || f.count(pod.UID, "terminate") != 1 || f.count(other.UID, "terminate") != 1 {
+			t.Fatalf("terminations %d and %d, canceled %d: want the first ones left alone", f.count(pod.UID, "terminate"), f.count(other.UID, "terminate"), canceled)
+		}
+		ws.Terminate(pod.UID, pod, nil, &five) // shorter: restart with it
+		synctest.Wait()
+		wantCount(t, f, pod.UID, "terminate", 2, "after a shorter grace period")
+		close(f.termBlock)
+		synctest.Wait()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.termCanceled != 1 {
+			t.Fatalf("canceled %d, want 1", f.termCanceled)
+		}
+	})
 }
 
 // Once the pod is stopped, a shorter grace period (the API server sets 0
 // when it deletes the pod at the cleanup's own request) does not cut the
 // cleanup short.
 func TestShorterGraceLeavesTheCleanupAlone(t *testing.T) {
-	f := &fakeSyncer{inSync: map[types.UID]int{}, cleanBlock: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
-	pod := newPod("p")
-	thirty, zero := int64(30), int64(0)
-	ws.Terminate(pod.UID, pod, nil, &thirty)
-	waitFor(t, "cleanup started", func() bool { return f.count(pod.UID, "cleanup") == 1 })
-	ws.Terminate(pod.UID, pod, nil, &zero)
-	time.Sleep(50 * time.Millisecond)
-	close(f.cleanBlock)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("termination did not finish")
-	}
-	f.mu.Lock()
-	canceled := f.cleanCanceled
-	f.mu.Unlock()
-	if stops, cleanups := f.count(pod.UID, "terminate"), f.count(pod.UID, "cleanup"); canceled != 0 || stops != 1 || cleanups != 1 {
-		t.Fatalf("stops %d, cleanups %d, canceled %d: want one of each, none canceled", stops, cleanups, canceled)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSyncer{inSync: map[types.UID]int{}, cleanBlock: make(chan struct{})}
+		done := make(chan struct{})
+		ws := newWorkers(t, Config{Context: t.Context(), Syncer: f, Resync: time.Minute, OnTerminated: func(types.UID) { close(done) }})
+		pod := newPod("p")
+		thirty, zero := int64(30), int64(0)
+		ws.Terminate(pod.UID, pod, nil, &thirty)
+		synctest.Wait()
+		wantCount(t, f, pod.UID, "cleanup", 1, "after Terminate")
+		ws.Terminate(pod.UID, pod, nil, &zero)
+		synctest.Wait()
+		f.mu.Lock()
+		canceled := f.cleanCanceled
+		f.mu.Unlock()
+		if canceled != 0 {
+			t.Fatalf("a shorter grace period canceled the cleanup")
+		}
+		close(f.cleanBlock)
+		synctest.Wait()
+		if !closed(done) {
+			t.Fatal("termination did not finish")
+		}
+		if stops, cleanups := f.count(pod.UID, "terminate"), f.count(pod.UID, "cleanup"); stops != 1 || cleanups != 1 {
+			t.Fatalf("stops %d, cleanups %d: want one of each", stops, cleanups)
+		}
+	})
 }
 
 // Interrupt cuts a sync in flight short and syncs again at once; Live is
 // true until the worker finished.
 func TestInterruptAndLive(t *testing.T) {
-	f := &fakeSyncer{inSync: map[types.UID]int{}, block: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	ws := newWorkers(t, Config{Context: ctx, Syncer: f, Resync: time.Hour, OnTerminated: func(types.UID) { close(done) }})
-	if ws.Live("d") {
-		t.Fatal("live before any worker")
-	}
-	p := newPod("d")
-	ws.Sync(p)
-	waitFor(t, "sync started", func() bool { return f.count("d", "sync") == 1 })
-	ws.Interrupt("d")
-	waitFor(t, "sync started again", func() bool { return f.count("d", "sync") == 2 })
-	f.mu.Lock()
-	canceled := f.canceled
-	f.mu.Unlock()
-	if canceled != 1 {
-		t.Errorf("%d syncs canceled, want the one in flight", canceled)
-	}
-	if !ws.Live("d") {
-		t.Error("not live while syncing")
-	}
-	close(f.block)
-	ws.Terminate("d", p, nil, nil)
-	<-done
-	waitFor(t, "worker gone", func() bool { return !ws.Live("d") })
-	if !ws.Has("d") {
-		t.Error("Has forgets a finished pod")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSyncer{inSync: map[types.UID]int{}, block: make(chan struct{})}
+		done := make(chan struct{})
+		ws := newWorkers(t, Config{Context: t.Context(), Syncer: f, Resync: time.Hour, OnTerminated: func(types.UID) { close(done) }})
+		if ws.Live("d") {
+			t.Fatal("live before any worker")
+		}
+		p := newPod("d")
+		ws.Sync(p)
+		synctest.Wait()
+		wantCount(t, f, "d", "sync", 1, "after Sync")
+		ws.Interrupt("d")
+		synctest.Wait()
+		wantCount(t, f, "d", "sync", 2, "after Interrupt")
+		f.mu.Lock()
+		canceled := f.canceled
+		f.mu.Unlock()
+		if canceled != 1 {
+			t.Errorf("%d syncs canceled, want the one in flight", canceled)
+		}
+		if !ws.Live("d") {
+			t.Error("not live while syncing")
+		}
+		close(f.block)
+		ws.Terminate("d", p, nil, nil)
+		synctest.Wait()
+		if !closed(done) {
+			t.Fatal("termination did not finish")
+		}
+		if ws.Live("d") {
+			t.Error("live after the worker finished")
+		}
+		if !ws.Has("d") {
+			t.Error("Has forgets a finished pod")
+		}
+	})
 }
