@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -515,42 +516,49 @@ func TestCompressedContentAndMode(t *testing.T) {
 	}
 }
 
+// TestRotateOnceWorkers runs in a synctest bubble: each status call takes
+// 20 ms of the bubble's fake time, which passes only once every worker is
+// blocked, so all the workers allowed are in a call at once, and never more.
 func TestRotateOnceWorkers(t *testing.T) {
 	for _, workers := range []int{1, 3} {
-		dir := t.TempDir()
-		rs := newFakeRuntime()
-		for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
-			p := filepath.Join(dir, id+".log")
-			if err := os.WriteFile(p, []byte("0123456789"), 0o640); err != nil {
+		synctest.Test(t, func(t *testing.T) {
+			dir := t.TempDir()
+			rs := newFakeRuntime()
+			for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+				p := filepath.Join(dir, id+".log")
+				if err := os.WriteFile(p, []byte("0123456789"), 0o640); err != nil {
+					t.Fatal(err)
+				}
+				rs.add(id, running, p)
+			}
+			var mu sync.Mutex
+			inFlight, maxInFlight := 0, 0
+			rs.statusHook = func() {
+				mu.Lock()
+				inFlight++
+				maxInFlight = max(maxInFlight, inFlight)
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+			}
+			m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0), MaxSize: 10, MaxWorkers: workers})
+			if err != nil {
 				t.Fatal(err)
 			}
-			rs.add(id, running, p)
-		}
-		var mu sync.Mutex
-		inFlight, maxInFlight := 0, 0
-		rs.statusHook = func() {
+			if err := m.RotateOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Sorted(slices.Values(rs.reopenCalls())); !slices.Equal(got, []string{"a", "b", "c", "d", "e", "f", "g"}) {
+				t.Errorf("workers %d: reopened %v, want every container once", workers, got)
+			}
 			mu.Lock()
-			inFlight++
-			maxInFlight = max(maxInFlight, inFlight)
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-			mu.Lock()
-			inFlight--
-			mu.Unlock()
-		}
-		m, err := New(Config{Runtime: rs, Clock: testingclock.NewFakeClock(t0), MaxSize: 10, MaxWorkers: workers})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.RotateOnce(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if got := slices.Sorted(slices.Values(rs.reopenCalls())); !slices.Equal(got, []string{"a", "b", "c", "d", "e", "f", "g"}) {
-			t.Errorf("workers %d: reopened %v, want every container once", workers, got)
-		}
-		if maxInFlight != workers {
-			t.Errorf("workers %d: %d containers processed at once", workers, maxInFlight)
-		}
+			defer mu.Unlock()
+			if maxInFlight != workers {
+				t.Errorf("workers %d: %d containers processed at once", workers, maxInFlight)
+			}
+		})
 	}
 }
 
@@ -636,13 +644,16 @@ func TestDisabled(t *testing.T) {
 	if len(rs.filters) != 0 || len(rs.reopenCalls()) != 0 {
 		t.Errorf("disabled manager talked to the runtime: lists %d, reopens %v", len(rs.filters), rs.reopenCalls())
 	}
-	done := make(chan struct{})
-	go func() { m.Run(context.Background()); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run of a disabled manager did not return")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		done := make(chan struct{})
+		go func() { m.Run(context.Background()); close(done) }()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Run of a disabled manager did not return")
+		}
+	})
 }
 
 // TestLogging checks one V(2) line per rotation and silence otherwise.
@@ -682,52 +693,53 @@ func TestLogging(t *testing.T) {
 }
 
 // TestRun checks a pass at start and one per MonitorInterval, and that Run
-// returns when its context is done.
+// returns when its context is done. It runs in a synctest bubble, on the
+// real clock, which is the bubble's fake one: synctest.Wait returns once
+// Run waits for its next tick, so "no pass yet" is checked after Run did
+// all it would do.
 func TestRun(t *testing.T) {
-	dir := t.TempDir()
-	logPath := filepath.Join(dir, "0.log")
-	rs := newFakeRuntime()
-	rs.add("c1", running, logPath)
-	writeFiles(t, dir, map[string]string{"0.log": "0123456789"})
-	clk := testingclock.NewFakeClock(t0)
-	m, err := New(Config{Runtime: rs, Clock: clk, MaxSize: 10, MonitorInterval: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		logPath := filepath.Join(dir, "0.log")
+		rs := newFakeRuntime()
+		rs.add("c1", running, logPath)
+		writeFiles(t, dir, map[string]string{"0.log": "0123456789"})
+		m, err := New(Config{Runtime: rs, MaxSize: 10, MonitorInterval: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	waitFor("the first pass", func() bool { return len(rs.reopenCalls()) == 1 && clk.HasWaiters() })
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { m.Run(ctx); close(done) }()
+		synctest.Wait()
+		if n := len(rs.reopenCalls()); n != 1 {
+			t.Fatalf("%d rotations at start, want 1", n)
+		}
 
-	writeFiles(t, dir, map[string]string{"0.log": "0123456789"})
-	clk.Step(9 * time.Second)
-	time.Sleep(20 * time.Millisecond)
-	if n := len(rs.reopenCalls()); n != 1 {
-		t.Fatalf("%d rotations before the interval elapsed, want 1", n)
-	}
-	clk.Step(time.Second)
-	waitFor("the second pass", func() bool { return len(rs.reopenCalls()) == 2 })
-	if _, err := os.Stat(logPath + "." + ts(t0.Add(10*time.Second))); err != nil {
-		t.Errorf("second rotation not named after the clock: %v", err)
-	}
+		writeFiles(t, dir, map[string]string{"0.log": "0123456789"})
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if n := len(rs.reopenCalls()); n != 1 {
+			t.Fatalf("%d rotations before the interval elapsed, want 1", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := len(rs.reopenCalls()); n != 2 {
+			t.Fatalf("%d rotations once the interval elapsed, want 2", n)
+		}
+		if _, err := os.Stat(logPath + "." + ts(start.Add(10*time.Second))); err != nil {
+			t.Errorf("second rotation not named after the clock: %v", err)
+		}
 
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Run did not return after cancel")
+		}
+	})
 }
 
 func TestConcurrentCleanAndRotate(t *testing.T) {
