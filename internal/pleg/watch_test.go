@@ -6,11 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
@@ -60,126 +60,124 @@ func (w *chanWatcher) Watch(ctx context.Context, established func(), changed fun
 	}
 }
 
-// waitEvent waits for an event, moving the fake clock past the minimum
-// gap between event-driven relists meanwhile.
-// waitStreaming waits for the first relist, then the one the established
-// stream asks for.
-func waitStreaming(t *testing.T, g *Generic, l *lockedLister, clk *testingclock.FakeClock) {
+// The tests of Run run in a synctest bubble, on the real clock, which is
+// the bubble's fake one: time passes only when every goroutine is blocked,
+// and synctest.Wait returns once the PLEG did all it would do, so "no event"
+// and "no relist" are facts, not the outcome of a sleep.
+
+// waitStreaming checks the first relist, then the one the established
+// stream asks for, minRelistGap later.
+func waitStreaming(t *testing.T, g *Generic, l *lockedLister) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for l.calls.Load() < 2 || !g.streaming.Load() {
-		if time.Now().After(deadline) {
-			t.Fatalf("relists %d, streaming %v", l.calls.Load(), g.streaming.Load())
-		}
-		time.Sleep(time.Millisecond)
-		clk.Step(minRelistGap)
+	synctest.Wait()
+	if n := l.calls.Load(); n != 1 || !g.streaming.Load() {
+		t.Fatalf("relists %d, streaming %v; want the first relist and the stream established", n, g.streaming.Load())
+	}
+	time.Sleep(minRelistGap)
+	synctest.Wait()
+	if n := l.calls.Load(); n != 2 {
+		t.Fatalf("relists %d; want a second one once the stream is established", n)
 	}
 }
 
-func waitEvent(t *testing.T, g *Generic, clk *testingclock.FakeClock) *Event {
+// nextEvent lets the time an event-driven relist may wait pass, and
+// returns the event it emitted.
+func nextEvent(t *testing.T, g *Generic) *Event {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case e := <-g.Watch():
-			return e
-		case <-deadline:
-			t.Fatal("no PLEG event")
-			return nil
-		case <-time.After(2 * time.Millisecond):
-			if clk.HasWaiters() {
-				clk.Step(minRelistGap)
-			}
-		}
+	time.Sleep(minRelistGap)
+	synctest.Wait()
+	select {
+	case e := <-g.Watch():
+		return e
+	default:
+		t.Fatal("no PLEG event")
+		return nil
 	}
 }
 
+// noEvent checks that the PLEG emitted nothing (after synctest.Wait).
 func noEvent(t *testing.T, g *Generic) {
 	t.Helper()
 	select {
 	case e := <-g.Watch():
 		t.Fatalf("unexpected event %+v", e)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
+}
+
+// relists returns how many relists Run made while time moved on by d.
+func relists(l *lockedLister, d time.Duration) int32 {
+	before := l.calls.Load()
+	time.Sleep(d)
+	synctest.Wait()
+	return l.calls.Load() - before
 }
 
 func TestEventsTriggerRelist(t *testing.T) {
-	ready := runtimeapi.PodSandboxState_SANDBOX_READY
-	run, exit := runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED
-	l := &lockedLister{}
-	l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run}))
-	clk := testingclock.NewFakeClock(time.Now())
-	refusing := &chanWatcher{unsupported: true}
-	w := &chanWatcher{ids: make(chan string)}
-	g := newGeneric(t, Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Clock: clk, Watchers: []Watcher{refusing, w}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go g.Run(ctx)
-	waitStreaming(t, g, l, clk)
-	if refusing.calls.Load() != 1 {
-		t.Fatalf("the unsupported watcher was asked %d times", refusing.calls.Load())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ready := runtimeapi.PodSandboxState_SANDBOX_READY
+		run, exit := runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED
+		l := &lockedLister{}
+		l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run}))
+		refusing := &chanWatcher{unsupported: true}
+		w := &chanWatcher{ids: make(chan string)}
+		g := newGeneric(t, Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Watchers: []Watcher{refusing, w}})
+		go g.Run(t.Context())
+		waitStreaming(t, g, l)
+		if refusing.calls.Load() != 1 {
+			t.Fatalf("the unsupported watcher was asked %d times", refusing.calls.Load())
+		}
 
-	// The container exits; the event makes the PLEG relist with no tick.
-	l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit}))
-	w.ids <- "c1"
-	if e := waitEvent(t, g, clk); e.Type != ContainerDied || e.Data != "c1" {
-		t.Fatalf("got %+v", e)
-	}
+		// The container exits; the event makes the PLEG relist with no tick.
+		l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit}))
+		w.ids <- "c1"
+		if e := nextEvent(t, g); e.Type != ContainerDied || e.Data != "c1" {
+			t.Fatalf("got %+v", e)
+		}
 
-	// The runtime publishes the exit before its list shows it: the PLEG
-	// relists again after pendingRetry until it does.
-	l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit, "c2": run}))
-	w.ids <- "c2" // c2 appears running (a relist happens)
-	if e := waitEvent(t, g, clk); e.Type != ContainerStarted || e.Data != "c2" {
-		t.Fatalf("got %+v", e)
-	}
-	w.ids <- "c2" // "c2 stopped", but the list still says running
-	noEvent(t, g)
-	l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit, "c2": exit}))
-	for i := 0; i < 3; i++ {
-		clk.Step(pendingRetry)
-		time.Sleep(10 * time.Millisecond)
-	}
-	if e := waitEvent(t, g, clk); e.Type != ContainerDied || e.Data != "c2" {
-		t.Fatalf("got %+v", e)
-	}
+		// The runtime publishes the exit before its list shows it: the PLEG
+		// relists again after pendingRetry until it does.
+		l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit, "c2": run}))
+		w.ids <- "c2" // c2 appears running (a relist happens)
+		if e := nextEvent(t, g); e.Type != ContainerStarted || e.Data != "c2" {
+			t.Fatalf("got %+v", e)
+		}
+		w.ids <- "c2" // "c2 stopped", but the list still says running
+		time.Sleep(minRelistGap)
+		synctest.Wait()
+		noEvent(t, g)
+		l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": exit, "c2": exit}))
+		if e := nextEvent(t, g); e.Type != ContainerDied || e.Data != "c2" {
+			t.Fatalf("got %+v", e)
+		}
 
-	// While streaming, ticks relist only every EventedPeriod.
-	before := l.calls.Load()
-	stepSeconds(clk, 5)
-	if n := l.calls.Load() - before; n != 0 {
-		t.Fatalf("%d relists in 5 s of streaming; want none before the evented period", n)
-	}
-	stepSeconds(clk, 6)
-	if n := l.calls.Load() - before; n != 1 {
-		t.Fatalf("%d relists after 11 s of streaming; want 1", n)
-	}
+		// While streaming, ticks relist only every EventedPeriod.
+		if n := relists(l, 5*time.Second); n != 0 {
+			t.Fatalf("%d relists in 5 s of streaming; want none before the evented period", n)
+		}
+		if n := relists(l, 6*time.Second); n != 1 {
+			t.Fatalf("%d relists in the next 6 s of streaming; want 1", n)
+		}
+	})
 }
 
 func TestWatcherErrorsFallBackToPeriod(t *testing.T) {
-	l := &lockedLister{}
-	clk := testingclock.NewFakeClock(time.Now())
-	broken := &brokenWatcher{}
-	g := newGeneric(t, Config{Lister: l, Period: time.Second, Clock: clk, Watchers: []Watcher{broken}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go g.Run(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for broken.calls.Load() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the watcher was never started")
+	synctest.Test(t, func(t *testing.T) {
+		l := &lockedLister{}
+		broken := &brokenWatcher{}
+		g := newGeneric(t, Config{Lister: l, Period: time.Second, Watchers: []Watcher{broken}})
+		go g.Run(t.Context())
+		synctest.Wait()
+		if n := broken.calls.Load(); n != 1 {
+			t.Fatalf("the watcher was started %d times, want once", n)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	before := l.calls.Load()
-	stepSeconds(clk, 3)
-	if n := l.calls.Load() - before; n < 2 {
-		t.Fatalf("%d relists in 3 periods with a broken stream", n)
-	}
-	if broken.calls.Load() < 2 {
-		t.Fatalf("a broken stream is retried; calls %d", broken.calls.Load())
-	}
+		if n := relists(l, 3*time.Second); n != 3 {
+			t.Fatalf("%d relists in 3 periods with a broken stream, want 3", n)
+		}
+		if broken.calls.Load() < 2 {
+			t.Fatalf("a broken stream is retried; calls %d", broken.calls.Load())
+		}
+	})
 }
 
 type brokenWatcher struct{ calls atomic.Int32 }
@@ -232,42 +230,28 @@ func TestParseEnvelope(t *testing.T) {
 // retries the PLEG relists every Period again for a while, as without
 // events.
 func TestPendingStopGivesUpToPeriodicRelist(t *testing.T) {
-	ready := runtimeapi.PodSandboxState_SANDBOX_READY
-	run := runtimeapi.ContainerState_CONTAINER_RUNNING
-	l := &lockedLister{}
-	l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run}))
-	clk := testingclock.NewFakeClock(time.Now())
-	w := &chanWatcher{ids: make(chan string)}
-	g := newGeneric(t, Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Clock: clk, Watchers: []Watcher{w}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go g.Run(ctx)
-	waitStreaming(t, g, l, clk)
-	w.ids <- "c1" // "stopped", but listed running for ever
-	// Retries every pendingRetry until pendingMaxTries.
-	for i := 0; i < pendingMaxTries+5; i++ {
-		time.Sleep(2 * time.Millisecond)
-		clk.Step(pendingRetry)
-	}
-	time.Sleep(10 * time.Millisecond)
-	g.pending.mu.Lock()
-	left := len(g.pending.ids)
-	g.pending.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d IDs still pending after %d tries", left, pendingMaxTries)
-	}
-	before := l.calls.Load()
-	stepSeconds(clk, 3)
-	if n := l.calls.Load() - before; n < 2 {
-		t.Fatalf("%d relists in 3 s after giving up on a stop; want one a second", n)
-	}
-}
-
-// stepSeconds moves clk on by n seconds, one at a time, leaving the PLEG's
-// goroutines a moment after each step.
-func stepSeconds(clk *testingclock.FakeClock, n int) {
-	for i := 0; i < n; i++ {
-		clk.Step(time.Second)
-		time.Sleep(5 * time.Millisecond)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ready := runtimeapi.PodSandboxState_SANDBOX_READY
+		run := runtimeapi.ContainerState_CONTAINER_RUNNING
+		l := &lockedLister{}
+		l.set(rpod("a", ready, map[string]runtimeapi.ContainerState{"c1": run}))
+		w := &chanWatcher{ids: make(chan string)}
+		g := newGeneric(t, Config{Lister: l, Period: time.Second, EventedPeriod: 10 * time.Second, Watchers: []Watcher{w}})
+		go g.Run(t.Context())
+		waitStreaming(t, g, l)
+		w.ids <- "c1" // "stopped", but listed running for ever
+		// Retries every pendingRetry until pendingMaxTries.
+		if n := relists(l, minRelistGap+pendingMaxTries*pendingRetry); n != pendingMaxTries {
+			t.Fatalf("%d relists for a pending stop, want %d", n, pendingMaxTries)
+		}
+		g.pending.mu.Lock()
+		left := len(g.pending.ids)
+		g.pending.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("%d IDs still pending after %d tries", left, pendingMaxTries)
+		}
+		if n := relists(l, 3*time.Second); n != 3 {
+			t.Fatalf("%d relists in 3 s after giving up on a stop; want one a second", n)
+		}
+	})
 }
