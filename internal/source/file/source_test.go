@@ -4,11 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
@@ -101,17 +104,44 @@ func recv(t *testing.T, s *Source) []*v1.Pod {
 	}
 }
 
+// tickerClock is a fake clock that tells when Run made its ticker: only a
+// Step after that reaches it.
+type tickerClock struct {
+	*testingclock.FakeClock
+	made chan struct{} // closed by NewTicker
+}
+
+func (c *tickerClock) NewTicker(d time.Duration) clock.Ticker {
+	defer close(c.made)
+	return c.FakeClock.NewTicker(d)
+}
+
+// The source is driven by its period alone here: each change to the
+// directory is followed by a Step past the period, and the set read after
+// it is received. fsnotify may also wake the source (its settle timer is
+// on the fake clock too, so it fires at a Step as well); either way every
+// read after the change sees it, and a read that finds nothing new sends
+// nothing. No test here waits for something not to be sent.
 func TestSourceFollowsTheDirectory(t *testing.T) {
 	dir := t.TempDir()
+	// write replaces a file at once (a hidden temporary file renamed), so
+	// that no read of the directory sees it half written.
 	write := func(name, content string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		tmp := filepath.Join(dir, ".tmp-"+name)
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("a.yaml", strings.ReplaceAll(podYAML, "%s", "a"))
-	write(".hidden.yaml", strings.ReplaceAll(podYAML, "%s", "hidden"))
-	clk := testingclock.NewFakeClock(time.Now())
+	pod := func(name, version string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(podYAML, "%s", name), "1.36", version)
+	}
+	write("a.yaml", pod("a", "1.36"))
+	write(".hidden.yaml", pod("hidden", "1.36"))
+	clk := &tickerClock{FakeClock: testingclock.NewFakeClock(time.Now()), made: make(chan struct{})}
 	s, err := New(Config{Dir: dir, NodeName: "n1", Period: 20 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -123,43 +153,97 @@ func TestSourceFollowsTheDirectory(t *testing.T) {
 	if got := names(recv(t, s)); got != "a-n1/busybox:1.36" {
 		t.Fatalf("initial set %q", got)
 	}
-
-	// A new file arrives through fsnotify (the settle timer is on the fake clock).
-	write("b.yaml", strings.ReplaceAll(podYAML, "%s", "b"))
-	stepUntil(t, clk, s, func(p []*v1.Pod) bool { return len(p) == 2 })
-
-	// A broken edit keeps the last good pod of that file.
-	write("b.yaml", "kind: Pod\nmetadata: {name: [\n")
-	clk.Step(21 * time.Second)
 	select {
-	case p := <-s.Updates():
-		t.Fatalf("a broken edit changed the set: %s", names(p))
-	case <-time.After(300 * time.Millisecond):
+	case <-clk.made:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run made no ticker")
+	}
+	next := func(want string) {
+		t.Helper()
+		clk.Step(21 * time.Second)
+		// The set is in the order of the pods' UIDs, which hash the path.
+		got := strings.Split(names(recv(t, s)), ",")
+		slices.Sort(got)
+		if got := strings.Join(got, ","); got != want {
+			t.Fatalf("set %q, want %q", got, want)
+		}
 	}
 
+	// A new file is read at the next period.
+	write("b.yaml", pod("b", "1.36"))
+	next("a-n1/busybox:1.36,b-n1/busybox:1.36")
+
+	// A broken edit keeps the last good pod of that file: the next set
+	// sent (once another file arrives) still has it. Had the broken edit
+	// changed the set, that set would lack b, or (unread) be replaced by
+	// one that lacks it.
+	write("b.yaml", "kind: Pod\nmetadata: {name: [\n")
+	clk.Step(21 * time.Second)
+	write("c.yaml", pod("c", "1.36"))
+	next("a-n1/busybox:1.36,b-n1/busybox:1.36,c-n1/busybox:1.36")
+
 	// A fixed edit replaces it; removal drops it.
-	write("b.yaml", strings.ReplaceAll(strings.ReplaceAll(podYAML, "%s", "b"), "1.36", "1.37"))
-	stepUntil(t, clk, s, func(p []*v1.Pod) bool { return strings.Contains(names(p), "b-n1/busybox:1.37") })
+	write("b.yaml", pod("b", "1.37"))
+	next("a-n1/busybox:1.36,b-n1/busybox:1.37,c-n1/busybox:1.36")
 	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	stepUntil(t, clk, s, func(p []*v1.Pod) bool { return names(p) == "a-n1/busybox:1.36" })
+	next("a-n1/busybox:1.36,c-n1/busybox:1.36")
 }
 
-// stepUntil advances the fake clock until the source sends a set that ok
-// accepts.
-func stepUntil(t *testing.T, clk *testingclock.FakeClock, s *Source, ok func([]*v1.Pod) bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		clk.Step(21 * time.Second)
-		select {
-		case p := <-s.Updates():
-			if ok(p) {
-				return
-			}
-		case <-time.After(50 * time.Millisecond):
+// scan, called here without Run, sends a set only when it changed: not
+// for a directory read again unchanged, nor for a broken edit, which keeps
+// the file's last good pods. Nothing else reads the directory, so "nothing
+// was sent" is checked at once, with no wait.
+func TestScanSendsOnlyChanges(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	writes := 0
+	write := func(content string) {
+		t.Helper()
+		// A new modification time for each write, whatever the file
+		// system's granularity: the source rereads a file whose time or
+		// size changed.
+		writes++
+		mod := time.Now().Add(time.Duration(writes) * time.Minute)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mod, mod); err != nil {
+			t.Fatal(err)
 		}
 	}
-	t.Fatal("the source never sent the expected set")
+	s, err := New(Config{Dir: dir, NodeName: "n1", Clock: testingclock.NewFakeClock(time.Now())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := klog.Background()
+	sent := func() string {
+		t.Helper()
+		select {
+		case pods := <-s.Updates():
+			return names(pods)
+		default:
+			return "nothing"
+		}
+	}
+	write(strings.ReplaceAll(podYAML, "%s", "a"))
+	s.scan(logger)
+	if got := sent(); got != "a-n1/busybox:1.36" {
+		t.Fatalf("first scan sent %s", got)
+	}
+	s.scan(logger)
+	if got := sent(); got != "nothing" {
+		t.Fatalf("a scan of the unchanged directory sent %s", got)
+	}
+	write("kind: Pod\nmetadata: {name: [\n")
+	s.scan(logger)
+	if got := sent(); got != "nothing" {
+		t.Fatalf("a scan after a broken edit sent %s", got)
+	}
+	write(strings.ReplaceAll(strings.ReplaceAll(podYAML, "%s", "a"), "1.36", "1.37"))
+	s.scan(logger)
+	if got := sent(); got != "a-n1/busybox:1.37" {
+		t.Fatalf("a scan after the fix sent %s", got)
+	}
 }
