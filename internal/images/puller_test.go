@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -201,6 +202,9 @@ func TestPullErrorThenBackOffSequence(t *testing.T) {
 	}
 }
 
+// TestParallelPulls runs each case in a synctest bubble: after
+// synctest.Wait every pull has either started or is waiting for a slot, so
+// "no pull beyond the limit started" is exact.
 func TestParallelPulls(t *testing.T) {
 	const images = 5
 	tests := []struct {
@@ -215,42 +219,38 @@ func TestParallelPulls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc := &fakeImages{present: map[string]bool{}, gate: make(chan struct{}), started: make(chan string, images)}
-			cfg := tt.cfg
-			cfg.Service, cfg.Clock = svc, testingclock.NewFakeClock(time.Now())
-			p := newPuller(t, cfg)
-			errs := make(chan error, images)
-			for i := 0; i < images; i++ {
-				pod := &v1.Pod{}
-				pod.UID = types.UID(fmt.Sprint("pod-", i))
-				c := &v1.Container{Name: "c", Image: fmt.Sprintf("registry.example/app:%d", i), ImagePullPolicy: v1.PullIfNotPresent}
-				go func() {
-					_, err := p.EnsureImage(context.Background(), pod, c, nil)
-					errs <- err
-				}()
-			}
-			// As many pulls start as the limit allows, and no more.
-			for i := 0; i < tt.wantLimit; i++ {
-				select {
-				case <-svc.started:
-				case <-time.After(10 * time.Second):
-					t.Fatalf("only %d pulls started, want %d", i, tt.wantLimit)
+			synctest.Test(t, func(t *testing.T) {
+				svc := &fakeImages{present: map[string]bool{}, gate: make(chan struct{}), started: make(chan string, images)}
+				cfg := tt.cfg
+				cfg.Service = svc
+				p := newPuller(t, cfg)
+				errs := make(chan error, images)
+				for i := 0; i < images; i++ {
+					pod := &v1.Pod{}
+					pod.UID = types.UID(fmt.Sprint("pod-", i))
+					c := &v1.Container{Name: "c", Image: fmt.Sprintf("registry.example/app:%d", i), ImagePullPolicy: v1.PullIfNotPresent}
+					go func() {
+						_, err := p.EnsureImage(context.Background(), pod, c, nil)
+						errs <- err
+					}()
 				}
-			}
-			select {
-			case img := <-svc.started:
-				t.Fatalf("pull of %s started beyond the limit of %d", img, tt.wantLimit)
-			case <-time.After(100 * time.Millisecond):
-			}
-			close(svc.gate)
-			for i := 0; i < images; i++ {
-				if err := <-errs; err != nil {
-					t.Errorf("pull: %v", err)
+				// As many pulls start as the limit allows, and no more.
+				synctest.Wait()
+				if n := len(svc.started); n != tt.wantLimit {
+					t.Fatalf("%d pulls started, want %d", n, tt.wantLimit)
 				}
-			}
-			if svc.calls != images || svc.maxInflight != tt.wantLimit {
-				t.Errorf("%d pulls, %d at most at once; want %d, %d", svc.calls, svc.maxInflight, images, tt.wantLimit)
-			}
+				close(svc.gate)
+				for i := 0; i < images; i++ {
+					if err := <-errs; err != nil {
+						t.Errorf("pull: %v", err)
+					}
+				}
+				svc.mu.Lock()
+				defer svc.mu.Unlock()
+				if svc.calls != images || svc.maxInflight != tt.wantLimit {
+					t.Errorf("%d pulls, %d at most at once; want %d, %d", svc.calls, svc.maxInflight, images, tt.wantLimit)
+				}
+			})
 		})
 	}
 }
@@ -258,72 +258,78 @@ func TestParallelPulls(t *testing.T) {
 // Pods wanting the same image with the same credentials share one pull;
 // other credentials pull on their own.
 func TestSameImagePulledOnce(t *testing.T) {
-	secrets := fakeSecrets{"ns/s": dockerConfigJSON("ns", "s", map[string]string{"registry.example": "u:p"})}
-	svc := &fakeImages{present: map[string]bool{}, gate: make(chan struct{}), started: make(chan string, 10)}
-	rec := record.NewFakeRecorder(100)
-	p := newPuller(t, Config{Service: svc, Recorder: rec, Clock: testingclock.NewFakeClock(time.Now()), Secrets: secrets})
-	type result struct {
-		ref string
-		err error
-	}
-	results := make(chan result, 4)
-	ensure := func(ctx context.Context, uid string, secret string) {
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: types.UID(uid)}}
-		if secret != "" {
-			pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: secret}}
+	// In a synctest bubble: after synctest.Wait every EnsureImage has
+	// joined its pull or returned, so the count of waiters is exact.
+	synctest.Test(t, func(t *testing.T) {
+		secrets := fakeSecrets{"ns/s": dockerConfigJSON("ns", "s", map[string]string{"registry.example": "u:p"})}
+		svc := &fakeImages{present: map[string]bool{}, gate: make(chan struct{}), started: make(chan string, 10)}
+		rec := record.NewFakeRecorder(100)
+		p := newPuller(t, Config{Service: svc, Recorder: rec, Secrets: secrets})
+		type result struct {
+			ref string
+			err error
 		}
-		c := &v1.Container{Name: "c", Image: "registry.example/app:1", ImagePullPolicy: v1.PullAlways}
-		ref, err := p.EnsureImage(ctx, pod, c, nil)
-		results <- result{ref, err}
-	}
-	waiters := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		results := make(chan result, 4)
+		ensure := func(ctx context.Context, uid string, secret string) {
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: types.UID(uid)}}
+			if secret != "" {
+				pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: secret}}
+			}
+			c := &v1.Container{Name: "c", Image: "registry.example/app:1", ImagePullPolicy: v1.PullAlways}
+			ref, err := p.EnsureImage(ctx, pod, c, nil)
+			results <- result{ref, err}
+		}
+		waiters := func(n int) {
+			t.Helper()
+			synctest.Wait()
 			p.mu.Lock()
+			defer p.mu.Unlock()
 			got := 0
 			for _, f := range p.inflight {
 				got += f.waiters
 			}
-			p.mu.Unlock()
-			if got == n {
-				return
-			}
-			if time.Now().After(deadline) {
+			if got != n {
 				t.Fatalf("%d waiters, want %d", got, n)
 			}
-			time.Sleep(time.Millisecond)
 		}
-	}
-	// The first pod's sync is cancelled while the others wait: the pull
-	// goes on for them.
-	ctx, cancel := context.WithCancel(context.Background())
-	go ensure(ctx, "a", "")
-	<-svc.started
-	go ensure(context.Background(), "b", "")
-	go ensure(context.Background(), "c", "")
-	go ensure(context.Background(), "d", "s") // with credentials: its own pull
-	<-svc.started
-	waiters(4)
-	cancel()
-	if r := <-results; !errors.Is(r.err, context.Canceled) && !strings.Contains(fmt.Sprint(r.err), "cancelled") {
-		t.Fatalf("cancelled waiter: %v", r.err)
-	}
-	waiters(3)
-	close(svc.gate)
-	for i := 0; i < 3; i++ {
-		if r := <-results; r.err != nil || r.ref != "id-registry.example/app:1" {
-			t.Errorf("result %+v", r)
+		// The first pod's sync is cancelled while the others wait: the pull
+		// goes on for them.
+		ctx, cancel := context.WithCancel(context.Background())
+		go ensure(ctx, "a", "")
+		waiters(1) // a's pull started
+		go ensure(context.Background(), "b", "")
+		go ensure(context.Background(), "c", "")
+		go ensure(context.Background(), "d", "s") // with credentials: its own pull
+		waiters(4)
+		if n := len(svc.started); n != 2 {
+			t.Fatalf("%d pulls started, want 2 (one anonymous shared by 3 pods, one with credentials)", n)
 		}
-	}
-	if svc.calls != 2 {
-		t.Errorf("%d pulls, want 2 (one anonymous shared by 3 pods, one with credentials)", svc.calls)
-	}
-	if len(p.inflight) != 0 {
-		t.Errorf("%d pulls left in flight", len(p.inflight))
-	}
-	// No back-off for the cancelled pod: its next sync pulls.
-	if p.backoff.IsInBackOffSinceUpdate("a_registry.example/app:1", time.Now()) {
-		t.Error("a cancelled sync put the pull in back-off")
-	}
+		cancel()
+		if r := <-results; !errors.Is(r.err, context.Canceled) && !strings.Contains(fmt.Sprint(r.err), "cancelled") {
+			t.Fatalf("cancelled waiter: %v", r.err)
+		}
+		waiters(3)
+		close(svc.gate)
+		for i := 0; i < 3; i++ {
+			if r := <-results; r.err != nil || r.ref != "id-registry.example/app:1" {
+				t.Errorf("result %+v", r)
+			}
+		}
+		synctest.Wait()
+		svc.mu.Lock()
+		calls := svc.calls
+		svc.mu.Unlock()
+		if calls != 2 {
+			t.Errorf("%d pulls, want 2 (one anonymous shared by 3 pods, one with credentials)", calls)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if len(p.inflight) != 0 {
+			t.Errorf("%d pulls left in flight", len(p.inflight))
+		}
+		// No back-off for the cancelled pod: its next sync pulls.
+		if p.backoff.IsInBackOffSinceUpdate("a_registry.example/app:1", time.Now()) {
+			t.Error("a cancelled sync put the pull in back-off")
+		}
+	})
 }
