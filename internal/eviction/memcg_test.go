@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	testingclock "k8s.io/utils/clock/testing"
@@ -81,11 +82,23 @@ func TestManagerMemoryNotifier(t *testing.T) {
 type countingSummary struct {
 	fakeSummary
 	calls chan struct{}
+	// mu guards the summary, which a test may replace (set) while Run
+	// reads it.
+	mu sync.Mutex
 }
 
 func (c *countingSummary) NodeSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
 	defer func() { c.calls <- struct{}{} }()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.fakeSummary.NodeSummary(ctx)
+}
+
+// set replaces the summary NodeSummary returns.
+func (c *countingSummary) set(s *statsv1alpha1.Summary) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s = s
 }
 
 // The cgroup v1 notifier against the kernel: a threshold armed 8 MiB above
@@ -118,10 +131,11 @@ func TestMemcgNotifier(t *testing.T) {
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
-		// The cgroup goes once its processes are gone.
-		for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
-			time.Sleep(100 * time.Millisecond)
-		}
+		// The cgroup goes once its processes are gone (the kernel may
+		// take a moment after the kill).
+		_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return os.Remove(dir) == nil, nil
+		})
 	})
 	select {
 	case <-n.Fired():
@@ -179,9 +193,8 @@ func TestPollNotifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nf.Close()
-	for !clk.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
+	// NewPollNotifier made its ticker before it returned: this Step
+	// reaches it.
 	clk.Step(time.Second)
 	select {
 	case <-read:

@@ -1,13 +1,13 @@
 package eviction
 
 import (
-	"context"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/client-go/tools/record"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -51,56 +51,56 @@ func TestNewlyMet(t *testing.T) {
 }
 
 // The quick summary, read every QuickPeriod, brings the next observation
-// forward when a threshold is newly met; the period is 10 s.
+// forward when a threshold is newly met; the period is 10 s. In a synctest
+// bubble, on the real clock, which is the bubble's fake one: after
+// synctest.Wait, Run waits on its tickers, so "no observation" is exact.
 func TestManagerQuickSignals(t *testing.T) {
-	clk := testingclock.NewFakeClock(t0)
-	sum := &countingSummary{fakeSummary: fakeSummary{s: summary(400*mi, 600*mi, 50, 100, 1000, 1000, 1000, 10)}, calls: make(chan struct{}, 10)}
-	quickReads := make(chan struct{}, 10)
-	fsAvail := make(chan uint64, 1)
-	fsAvail <- 50
-	m, err := New(Config{
-		Thresholds: mustParse(t, Settings{Hard: map[string]string{"nodefs.available": "10%"}}), Summary: sum,
-		Recorder: record.NewFakeRecorder(10), Clock: clk,
-		QuickSummary: func() (*statsv1alpha1.Summary, error) {
-			v := <-fsAvail
-			fsAvail <- v
-			defer func() { quickReads <- struct{}{} }()
-			return &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{Fs: &statsv1alpha1.FsStats{AvailableBytes: ptr.To(v), CapacityBytes: ptr.To(uint64(100))}}}, nil
-		},
+	synctest.Test(t, func(t *testing.T) {
+		sum := &countingSummary{fakeSummary: fakeSummary{s: summary(400*mi, 600*mi, 50, 100, 1000, 1000, 1000, 10)}, calls: make(chan struct{}, 10)}
+		quickReads := make(chan struct{}, 10)
+		var fsAvail atomic.Uint64
+		fsAvail.Store(50)
+		m, err := New(Config{
+			Thresholds: mustParse(t, Settings{Hard: map[string]string{"nodefs.available": "10%"}}), Summary: sum,
+			Recorder: record.NewFakeRecorder(10),
+			QuickSummary: func() (*statsv1alpha1.Summary, error) {
+				defer func() { quickReads <- struct{}{} }()
+				return &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{Fs: &statsv1alpha1.FsStats{AvailableBytes: ptr.To(fsAvail.Load()), CapacityBytes: ptr.To(uint64(100))}}}, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go m.Run(t.Context())
+		// count drains ch and tells how many values it held.
+		count := func(ch chan struct{}) int {
+			n := len(ch)
+			for range n {
+				<-ch
+			}
+			return n
+		}
+		synctest.Wait()
+		if n := count(sum.calls); n != 1 {
+			t.Fatalf("%d observations at start, want 1", n)
+		}
+		time.Sleep(QuickPeriod)
+		synctest.Wait()
+		if n := count(quickReads); n != 1 {
+			t.Fatalf("%d quick reads in a quick period, want 1", n)
+		}
+		if n := count(sum.calls); n != 0 {
+			t.Fatalf("observed again (%d) with nothing met", n)
+		}
+		fsAvail.Store(5)
+		sum.set(summary(400*mi, 600*mi, 5, 100, 1000, 1000, 1000, 10))
+		time.Sleep(QuickPeriod)
+		synctest.Wait()
+		if n := count(quickReads); n != 1 {
+			t.Fatalf("%d quick reads in a quick period, want 1", n)
+		}
+		if n := count(sum.calls); n != 1 {
+			t.Fatalf("%d observations once the quick summary showed the threshold met, want 1", n)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go m.Run(ctx)
-	<-sum.calls
-	step := func() {
-		t.Helper()
-		// Run waits on both tickers before each step.
-		for !clk.HasWaiters() {
-			time.Sleep(time.Millisecond)
-		}
-		clk.Step(QuickPeriod)
-		select {
-		case <-quickReads:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the quick summary was not read")
-		}
-	}
-	step()
-	select {
-	case <-sum.calls:
-		t.Fatal("observed again with nothing met")
-	default:
-	}
-	<-fsAvail
-	fsAvail <- 5
-	sum.s = summary(400*mi, 600*mi, 5, 100, 1000, 1000, 1000, 10)
-	step()
-	select {
-	case <-sum.calls:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no observation once the quick summary showed the threshold met")
-	}
 }
