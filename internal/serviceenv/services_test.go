@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
 )
@@ -61,12 +62,11 @@ func TestEnvSelectsServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	go s.Run(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for !s.synced() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	if !cache.WaitForCacheSync(ctx.Done(), s.synced) {
+		t.Fatal("the services were not listed within 10 s")
 	}
 	cases := []struct {
 		ns      string
