@@ -2,8 +2,8 @@ package status
 
 import (
 	"context"
-	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
 )
@@ -122,50 +121,48 @@ func statusPatches(client *fake.Clientset) int {
 	return n
 }
 
+// TestSyncerWritesAtOnceThenGathers runs in a synctest bubble, on the
+// real clock, which is the bubble's fake one: after synctest.Wait the
+// syncer waits (for a change, or for its window's timer), so each count
+// of patches is exact, and no time passes unless the test sleeps.
 func TestSyncerWritesAtOnceThenGathers(t *testing.T) {
-	pod := func(name string) *v1.Pod {
-		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name)}}
-	}
-	a, b := pod("a"), pod("b")
-	client := fake.NewClientset(a, b)
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	for _, p := range []*v1.Pod{a, b} {
-		if err := idx.Add(p); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		pod := func(name string) *v1.Pod {
+			return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name)}}
+		}
+		a, b := pod("a"), pod("b")
+		client := fake.NewClientset(a, b)
+		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+		for _, p := range []*v1.Pod{a, b} {
+			if err := idx.Add(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		store := NewStore()
+		s, err := NewSyncer(SyncerConfig{Client: client, Lister: corelisters.NewPodLister(idx), Store: store, Window: 100 * time.Millisecond})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	store := NewStore()
-	s, err := NewSyncer(SyncerConfig{Client: client, Lister: corelisters.NewPodLister(idx), Store: store, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx)
-	patches := func() int { return statusPatches(client) }
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s (%d patches)", what, patches())
+		ctx := t.Context()
+		go s.Run(ctx)
+		patches := func(when string, want int) {
+			t.Helper()
+			synctest.Wait()
+			if n := statusPatches(client); n != want {
+				t.Fatalf("%s: %d patches, want %d", when, n, want)
 			}
-			runtime.Gosched()
 		}
-	}
-	waitFor("the syncer's resync timer", clk.HasWaiters)
-	store.Set(ctx, a, v1.PodStatus{Phase: v1.PodRunning})
-	waitFor("the first patch, with no time passing", func() bool { return patches() == 1 })
-	store.Set(ctx, a, v1.PodStatus{Phase: v1.PodSucceeded})
-	store.Set(ctx, b, v1.PodStatus{Phase: v1.PodRunning})
-	// Held for the window: the syncer waits on its timer and writes nothing.
-	waitFor("the window's timer beside the resync's", func() bool { return clk.Waiters() == 2 })
-	if n := patches(); n != 1 {
-		t.Fatalf("%d patches before the window ended, want 1", n)
-	}
-	clk.Step(100 * time.Millisecond)
-	waitFor("both pods' changes in one round", func() bool { return patches() == 3 })
+		store.Set(ctx, a, v1.PodStatus{Phase: v1.PodRunning})
+		patches("the first change, with no time passing", 1)
+		store.Set(ctx, a, v1.PodStatus{Phase: v1.PodSucceeded})
+		store.Set(ctx, b, v1.PodStatus{Phase: v1.PodRunning})
+		// Held for the window: the syncer waits on its timer and writes nothing.
+		patches("changes within the window", 1)
+		time.Sleep(99 * time.Millisecond)
+		patches("just before the window ends", 1)
+		time.Sleep(time.Millisecond)
+		patches("both pods' changes in one round at the window's end", 3)
+	})
 }
 
 // A status the store sets again unchanged keeps its version; the resync
