@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 // A pod's first token request refused as Forbidden (the node authorizer has
@@ -40,43 +40,30 @@ func TestTokenRetriesAFreshPodsRefusal(t *testing.T) {
 		{"bad request is not retried", invalid, 100, false, true, 1},
 		{"renewal refused", forbidden, 100, true, true, 1},
 	} {
+		// In a synctest bubble, on the real clock, which is the bubble's
+		// fake one: the retries' waits pass as soon as Token waits.
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewSimpleClientset()
-			var calls atomic.Int32
-			client.PrependReactor("create", "serviceaccounts", func(a clienttesting.Action) (bool, runtime.Object, error) {
-				if calls.Add(1) <= tc.refusals {
-					return true, nil, tc.refusal
-				}
-				return true, &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
-					Token: "t", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour)),
-				}}, nil
-			})
-			clk := testingclock.NewFakeClock(time.Now())
-			g := newAPIGetter(t, APIGetterConfig{Client: client, Clock: clk, TTL: time.Minute})
-			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
-			if tc.renewal {
-				g.tokens["u/default//3600"] = token{value: "old", renewAt: clk.Now().Add(-time.Second)}
-			}
-			done := make(chan error, 1)
-			go func() {
-				_, err := g.Token(context.Background(), pod, "default", "", 3600)
-				done <- err
-			}()
-			var err error
-		wait:
-			for {
-				select {
-				case err = <-done:
-					break wait
-				case <-time.After(time.Millisecond):
-					if clk.HasWaiters() {
-						clk.Step(maxTokenRetry)
+			synctest.Test(t, func(t *testing.T) {
+				client := fake.NewSimpleClientset()
+				var calls atomic.Int32
+				client.PrependReactor("create", "serviceaccounts", func(a clienttesting.Action) (bool, runtime.Object, error) {
+					if calls.Add(1) <= tc.refusals {
+						return true, nil, tc.refusal
 					}
+					return true, &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
+						Token: "t", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour)),
+					}}, nil
+				})
+				g := newAPIGetter(t, APIGetterConfig{Client: client, TTL: time.Minute})
+				pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
+				if tc.renewal {
+					g.tokens["u/default//3600"] = token{value: "old", renewAt: time.Now().Add(-time.Second)}
 				}
-			}
-			if (err != nil) != tc.wantErr || calls.Load() != tc.wantCalls {
-				t.Fatalf("err %v after %d calls; want error %v after %d", err, calls.Load(), tc.wantErr, tc.wantCalls)
-			}
+				_, err := g.Token(context.Background(), pod, "default", "", 3600)
+				if (err != nil) != tc.wantErr || calls.Load() != tc.wantCalls {
+					t.Fatalf("err %v after %d calls; want error %v after %d", err, calls.Load(), tc.wantErr, tc.wantCalls)
+				}
+			})
 		})
 	}
 }
