@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
@@ -97,18 +98,7 @@ spec:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A bounded wait for the positive outcome: the pod's container runs.
-	deadline := time.Now().Add(30 * time.Second)
-	for !running(rt, "app") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the static pod's container is not running; runtime calls: %v", rt.GetCalls())
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("Run returned early: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	waitRunning(t, rt, "app", done)
 	if p, ok := n.pods.GetByName("default", "web-node1"); !ok || p.Spec.NodeName != "node1" {
 		t.Errorf("static pod in the pod manager: %v %v", p, ok)
 	}
@@ -123,6 +113,27 @@ spec:
 	}
 	if err := n.loops.Start(context.Background()); err == nil {
 		t.Error("the loops were not stopped")
+	}
+}
+
+// waitRunning waits, 30 s at most, until the runtime runs a container
+// named name: a bounded wait for a positive outcome (nodelet runs here with
+// its real file watcher and sockets, which a synctest bubble does not
+// allow). Run returning meanwhile (its result on done) fails the test.
+func waitRunning(t *testing.T, rt *critest.FakeRuntimeService, name string, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			return false, fmt.Errorf("Run returned early: %v", err)
+		default:
+			return running(rt, name), nil
+		}
+	})
+	if err != nil {
+		t.Fatalf("the static pod's container %s is not running: %v; runtime calls: %v", name, err, rt.GetCalls())
 	}
 }
 
@@ -184,13 +195,7 @@ spec:
 	}
 	done := make(chan error)
 	go func() { done <- n.Run(context.Background()) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !running(rt, "app") {
-		if time.Now().After(deadline) {
-			t.Fatal("the static pod's container is not running")
-		}
-		time.Sleep(50 * time.Millisecond) // a bounded wait for a positive outcome
-	}
+	waitRunning(t, rt, "app", done)
 	if err := n.loops.Start(context.Background(), lifecycle.Loop{Name: "broken", Fatal: true,
 		Run: func(context.Context) error { return errors.New("boom") }}); err != nil {
 		t.Fatal(err)
