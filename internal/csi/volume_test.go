@@ -33,6 +33,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/volumes"
 )
 
@@ -1133,5 +1134,34 @@ func TestVolumePluginGenericEphemeral(t *testing.T) {
 	wantCalls(t, drv, "NodePublishVolume")
 	if in := e.p.InUse(); len(in) != 1 {
 		t.Errorf("in use %v", in)
+	}
+}
+
+func TestNewVolumePlugin(t *testing.T) {
+	client := fake.NewClientset()
+	ctortest.Run(t, NewVolumePlugin, []ctortest.Case[VolumePluginConfig]{
+		{Name: "no root dir", Config: VolumePluginConfig{NodeName: testNode, Drivers: &Drivers{}}, WantErr: "VolumePluginConfig.RootDir is required"},
+		{Name: "no node name", Config: VolumePluginConfig{RootDir: "/var/lib/kubelet", Drivers: &Drivers{}}, WantErr: "VolumePluginConfig.NodeName is required"},
+		{Name: "no drivers", Config: VolumePluginConfig{RootDir: "/var/lib/kubelet", NodeName: testNode}, WantErr: "VolumePluginConfig.Drivers is required"},
+		{Name: "defaults", Config: VolumePluginConfig{RootDir: "/var/lib/kubelet", NodeName: testNode, Drivers: &Drivers{}, Client: client}},
+	}, func(t *testing.T, p *VolumePlugin) {
+		ctortest.RealClock(t, p.cfg.Clock)
+		if p.cfg.Timeout != callTimeout || p.cfg.StatsPeriod != time.Minute {
+			t.Errorf("timeout %v, stats period %v", p.cfg.Timeout, p.cfg.StatsPeriod)
+		}
+		if o, ok := p.cfg.Objects.(clientObjects); !ok || o.c != client {
+			t.Errorf("objects %#v, want the client's", p.cfg.Objects)
+		}
+		if p.cfg.Secrets == nil {
+			t.Error("no secrets reader with a client")
+		}
+	})
+	// Standalone: nothing read through the API.
+	p, err := NewVolumePlugin(VolumePluginConfig{RootDir: "/var/lib/kubelet", NodeName: testNode, Drivers: &Drivers{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.cfg.Objects != nil || p.cfg.Secrets != nil {
+		t.Errorf("standalone plugin with objects %v or secrets", p.cfg.Objects)
 	}
 }
