@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/nodelet/nodelet/internal/apiclient"
@@ -48,6 +49,14 @@ type Source struct {
 	// logger is Run's, for the informer's event handlers, which have no
 	// context: set by Run before it starts the informer.
 	logger klog.Logger
+	// mu orders the first Set before every event the handlers forward:
+	// until Run sent it (setSent) they drop what they get, which the Set
+	// has (the informer updates its store before it notifies them), and
+	// they wait while Run lists the store and sends it. The informer's
+	// HasSynced is not enough: it turns true before the handlers got the
+	// initial list's notifications.
+	mu      sync.Mutex
+	setSent bool
 }
 
 // Config configures a Source.
@@ -152,7 +161,16 @@ func (s *Source) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-	// The handlers only forward events after this first Set.
+	s.sendSet(logger)
+	<-ctx.Done()
+	return nil
+}
+
+// sendSet sends the first Set, the non-mirror pods of the informer's store;
+// the handlers only forward events after it.
+func (s *Source) sendSet(logger klog.Logger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	pods, err := s.lister.List(everything)
 	if err != nil {
 		logger.Error(err, "Listing pods from the informer cache")
@@ -164,8 +182,14 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 	}
 	s.send(Event{Op: Set, Pods: set})
-	<-ctx.Done()
-	return nil
+	s.setSent = true
+}
+
+// started reports whether the first Set was sent (waiting while it is).
+func (s *Source) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.setSent
 }
 
 func (s *Source) send(e Event) {
@@ -177,7 +201,7 @@ func (s *Source) send(e Event) {
 }
 
 func (s *Source) onAdd(p *v1.Pod) {
-	if !s.synced() {
+	if !s.started() {
 		return // part of the first Set
 	}
 	if IsMirror(p) {
@@ -188,7 +212,7 @@ func (s *Source) onAdd(p *v1.Pod) {
 }
 
 func (s *Source) onUpdate(old, cur *v1.Pod) {
-	if !s.synced() {
+	if !s.started() {
 		return
 	}
 	if IsMirror(cur) {
@@ -204,6 +228,9 @@ func (s *Source) onUpdate(old, cur *v1.Pod) {
 }
 
 func (s *Source) onDelete(p *v1.Pod) {
+	if !s.started() {
+		return
+	}
 	if IsMirror(p) {
 		s.mirror(p)
 		return
