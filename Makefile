@@ -21,6 +21,7 @@ test: ## the whole test suite: installs and starts the stack, unit + e2e tests
 
 unit: ## unit tests only (no stack needed)
 	go test -race ./internal/... ./cmd/... ./hack/... ./bench/... ./test/agent/... ./test/conformance/...
+	cd test/fakes && go test -race ./...
 
 e2e: ## end-to-end tests against the local stack
 	bash hack/test.sh e2e

@@ -72,7 +72,7 @@ start_registry() {
 	mkdir -p "$STACK_DIR/registry" "$STACK_DIR/bin"
 	log "building the test images and registry"
 	gcc -Os -static -s -o "$STACK_DIR/bin/pause" "$REPO_ROOT/hack/images/pause.c" || die "building pause failed"
-	(cd "$REPO_ROOT" && go build -o "$STACK_DIR/bin/testregistry" ./hack/tools/testregistry) || die "building testregistry failed"
+	(cd "$REPO_ROOT/test/fakes" && go build -o "$STACK_DIR/bin/testregistry" ./testregistry) || die "building testregistry failed"
 	(cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$STACK_DIR/bin/grpc-health" ./hack/images/grpc-health) || die "building grpc-health failed"
 	rm -f "$STACK_DIR/registry/ready"
 	setsid "$STACK_DIR/bin/testregistry" --addr "$REGISTRY_ADDR" --pause "$STACK_DIR/bin/pause" \

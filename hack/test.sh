@@ -13,6 +13,9 @@ bash hack/stack-up.sh
 # proxy on the first run: minutes; cached in .cache/k8s afterwards).
 bash hack/cluster/up.sh
 go vet ./...
+# The test fakes and test-only programs are a module of their own
+# (test/fakes: their test frameworks stay out of the product's go.mod).
+(cd test/fakes && go vet ./...)
 # logcheck, upstream's logging linter (the one Kubernetes runs), built from
 # the Go module proxy once: the product code logs only through contextual
 # loggers (klog.FromContext, never klog's global functions); the per-file
@@ -42,6 +45,8 @@ if [ "$what" = all ]; then
 	# The harness's own packages too (image building, the benchmark's parsers,
 	# the conformance report).
 	go test -race -count=1 ./internal/... ./cmd/... ./hack/... ./bench/... ./test/agent/... ./test/conformance/...
+	# The fakes' own tests (csi-sanity against the host-path CSI driver).
+	(cd test/fakes && go test -race -count=1 ./...)
 fi
 log "end-to-end tests"
 go test -count=1 -timeout 30m -v ./test/e2e/... 2>&1 | tee "$STACK_DIR/e2e.log"

@@ -1,7 +1,7 @@
 // Command csiregistration measures CSI driver registration side by side:
 // nodelet and the upstream kubelet, in turn, run as node bench-csireg with
 // the same KubeletConfiguration, and the project's driver
-// (hack/tools/hostpathcsi) registers itself in the agent's
+// (test/fakes/hostpathcsi) registers itself in the agent's
 // <root-dir>/plugins_registry. Per run: seconds from the driver's start to
 // its entry in the CSINode; with a driver whose first two NodeGetInfo
 // calls fail, whether (and when) it gets registered anyway; and seconds
@@ -54,7 +54,7 @@ func main() {
 	p := benchkit.New("csiregistration", "bench-csireg")
 	reps := flag.Int("reps", 3, "runs per agent")
 	p.Run(func(b *benchkit.Bench) error {
-		driver, err := framework.BuildTool("./hack/tools/hostpathcsi")
+		driver, err := framework.BuildTool("./test/fakes/hostpathcsi")
 		if err != nil {
 			return err
 		}
@@ -149,7 +149,7 @@ func report(results []AgentResult, now time.Time) string {
 	var b strings.Builder
 	b.WriteString("## CSI driver registration, side by side (bench/csiregistration)\n\n")
 	fmt.Fprintf(&b, "Written by `go run ./bench/csiregistration` on %s. Each agent runs as node bench-csireg; the project's\n", now.UTC().Format("2006-01-02"))
-	b.WriteString("driver (hack/tools/hostpathcsi) registers itself in the agent's `plugins_registry`. Seconds, median over the\n")
+	b.WriteString("driver (test/fakes/hostpathcsi) registers itself in the agent's `plugins_registry`. Seconds, median over the\n")
 	fmt.Fprintf(&b, "runs where it happened (runs where it did): the driver in the CSINode after its start; the same with a driver whose\n")
 	fmt.Fprintf(&b, "first two NodeGetInfo calls fail (waited for %v); the driver out of the CSINode after it exited.\n\n", retryWait)
 	b.WriteString("| agent | registered | registered after 2 failed NodeGetInfo | deregistered |\n|---|---|---|---|\n")

@@ -1,7 +1,7 @@
 // Command csivolume measures pods with a CSI persistent volume side by
 // side: nodelet and the upstream kubelet, in turn, run as node
 // bench-csivol with the same KubeletConfiguration and the project's
-// host-path driver (hack/tools/hostpathcsi, ext4 images on loop devices,
+// host-path driver (test/fakes/hostpathcsi, ext4 images on loop devices,
 // STAGE_UNSTAGE_VOLUME, a CSIDriver with attachRequired false). Per run: a
 // fresh volume, a PV pre-bound to a PVC (bound before the clock starts),
 // then seconds from the pod's creation to Running (stage, publish,
@@ -63,7 +63,7 @@ func main() {
 	p.Namespaces = namespace + "-"
 	reps := flag.Int("reps", 10, "pods per agent")
 	p.Run(func(b *benchkit.Bench) error {
-		driver, err := framework.BuildTool("./hack/tools/hostpathcsi")
+		driver, err := framework.BuildTool("./test/fakes/hostpathcsi")
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,7 @@
 // Command deviceplugin runs the device plugin scenario side by side:
 // nodelet and the upstream kubelet, in turn, run as node bench-devices with
 // the same KubeletConfiguration, and the sample device plugin
-// (test/deviceplugin, two fake devices, GetPreferredAllocation and
+// (test/fakes/deviceplugin, two fake devices, GetPreferredAllocation and
 // PreStartContainer on) registers with the agent's kubelet.sock (nodelet:
 // <root-dir>/device-plugins; upstream: /var/lib/kubelet/device-plugins,
 // whatever its root dir). Per agent, seconds from: the
@@ -70,7 +70,7 @@ func main() {
 	p.Namespaces = nsPrefix
 	reps := flag.Int("reps", 3, "runs per agent (the figures are medians, a yes is a yes in every run)")
 	p.Run(func(b *benchkit.Bench) error {
-		plugin, err := framework.BuildTool("./test/deviceplugin")
+		plugin, err := framework.BuildTool("./test/fakes/deviceplugin")
 		if err != nil {
 			return err
 		}
@@ -301,7 +301,7 @@ func report(results []Result, now time.Time) string {
 	var b strings.Builder
 	b.WriteString("## Device plugins, side by side (bench/deviceplugin)\n\n")
 	fmt.Fprintf(&b, "Written by `go run ./bench/deviceplugin` on %s. Each agent runs as node bench-devices with the same\n", now.UTC().Format("2006-01-02"))
-	b.WriteString("KubeletConfiguration (node status every 10 s, the default); the sample device plugin (test/deviceplugin: two fake\n")
+	b.WriteString("KubeletConfiguration (node status every 10 s, the default); the sample device plugin (test/fakes/deviceplugin: two fake\n")
 	b.WriteString("devices, GetPreferredAllocation preferring the highest ID, PreStartContainer) registers with the agent's\n")
 	fmt.Fprintf(&b, "`device-plugins/kubelet.sock`. Seconds (waited for %v at most), medians of %d runs; yes: in every run.\n\n", wait, results[0].Runs)
 	b.WriteString("| | " + strings.Join(names(results), " | ") + " |\n|---|" + strings.Repeat("---|", len(results)) + "\n")

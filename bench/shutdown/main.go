@@ -2,7 +2,7 @@
 // and the upstream kubelet, in turn, run as node bench-shutdown with the
 // same KubeletConfiguration (shutdownGracePeriod 20 s,
 // shutdownGracePeriodCriticalPods 10 s) on a private system bus with the
-// fake logind (hack/tools/fakelogind, logind's default 5 s
+// fake logind (test/fakes/fakelogind, logind's default 5 s
 // InhibitDelayMaxSec, which both agents must raise). Four pods that ignore
 // SIGTERM run (upstream's e2e pods: grace periods 120 s and 5 s, regular
 // and system-node-critical); the machine is powered off through logind and
@@ -80,7 +80,7 @@ func main() {
 	reps := flag.Int("reps", 3, "shutdowns per agent")
 	cancels := flag.Int("cancels", 2, "cancelled shutdowns per agent")
 	p.Run(func(b *benchkit.Bench) error {
-		fake, err := framework.BuildTool("./hack/tools/fakelogind")
+		fake, err := framework.BuildTool("./test/fakes/fakelogind")
 		if err != nil {
 			return err
 		}

@@ -68,7 +68,7 @@ func report(results []AgentResult, now time.Time) string {
 	b.WriteString("## Graceful node shutdown, side by side (bench/shutdown)\n\n")
 	fmt.Fprintf(&b, "Written by `go run ./bench/shutdown` on %s. Each agent runs as node bench-shutdown with\n", now.UTC().Format("2006-01-02"))
 	b.WriteString("`shutdownGracePeriod: 20s`, `shutdownGracePeriodCriticalPods: 10s`, on a private system bus with the fake logind\n")
-	b.WriteString("(hack/tools/fakelogind, InhibitDelayMaxSec 5 s to be raised). Four SIGTERM-ignoring pods (upstream's e2e pods:\n")
+	b.WriteString("(test/fakes/fakelogind, InhibitDelayMaxSec 5 s to be raised). Four SIGTERM-ignoring pods (upstream's e2e pods:\n")
 	b.WriteString("grace 120 s and 5 s, regular and system-node-critical); the machine is powered off through logind. Medians, in\n")
 	b.WriteString("seconds from PrepareForShutdown; a pod counts as stopped when the API shows it Failed/Terminated with\n")
 	b.WriteString("ContainersReady False. Expected: regular pods by 10 s (5 s and 10 s), critical ones by 20 s (15 s and 20 s).\n\n")

@@ -14,7 +14,7 @@ import (
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
-// CSIDriver is the project's host-path CSI driver (hack/tools/hostpathcsi)
+// CSIDriver is the project's host-path CSI driver (test/fakes/hostpathcsi)
 // running for a bench's agent, registering itself in the agent's
 // plugins_registry, its volumes and log in Dir.
 type CSIDriver struct {

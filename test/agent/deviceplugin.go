@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-// DevicePlugin is the sample device plugin (test/deviceplugin) running for
+// DevicePlugin is the sample device plugin (test/fakes/deviceplugin) running for
 // an agent: it registers with kubelet.sock in the agent's device plugins
 // folder, its fake devices and log in DevDir.
 type DevicePlugin struct {

@@ -262,7 +262,7 @@ func TestCSIVolumeExpansion(t *testing.T) {
 	waitRegistered(t, c, name)
 	ensureCSIDriver(t, c, storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)})
 	startSidecar(t, c, "CSI_PROVISIONER", d, "--timeout=30s")
-	resizer, err := framework.BuildTool("./hack/tools/csiresizer")
+	resizer, err := framework.BuildTool("./test/fakes/csiresizer")
 	if err != nil {
 		t.Fatal(err)
 	}

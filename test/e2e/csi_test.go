@@ -21,7 +21,7 @@ const (
 	hostpathTopology = "topology.hostpath.csi.nodelet.dev/node"
 )
 
-// csiDriver is hack/tools/hostpathcsi running for a node, registering
+// csiDriver is test/fakes/hostpathcsi running for a node, registering
 // itself in the node's plugins_registry.
 type csiDriver struct {
 	cmd      *exec.Cmd
@@ -33,7 +33,7 @@ type csiDriver struct {
 
 func startCSIDriver(t *testing.T, n *framework.Nodelet, extra ...string) *csiDriver {
 	t.Helper()
-	bin, err := framework.BuildTool("./hack/tools/hostpathcsi")
+	bin, err := framework.BuildTool("./test/fakes/hostpathcsi")
 	if err != nil {
 		t.Fatal(err)
 	}

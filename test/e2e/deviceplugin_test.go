@@ -22,11 +22,11 @@ import (
 
 const sampleResource = "example.com/resource"
 
-// startSamplePlugin runs test/deviceplugin for the node until the test
+// startSamplePlugin runs test/fakes/deviceplugin for the node until the test
 // ends.
 func startSamplePlugin(t *testing.T, n *framework.Nodelet, devDir string, args ...string) *nodeagent.DevicePlugin {
 	t.Helper()
-	bin, err := framework.BuildTool("./test/deviceplugin")
+	bin, err := framework.BuildTool("./test/fakes/deviceplugin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func podDevices(t *testing.T, n *framework.Nodelet) (map[string][]string, []stri
 	return out, alloc
 }
 
-// TestDevicePlugins runs the sample device plugin (test/deviceplugin,
+// TestDevicePlugins runs the sample device plugin (test/fakes/deviceplugin,
 // the real deviceplugin v1beta1 API) against a node, as upstream's
 // test/e2e_node/device_plugin_test.go: its two devices become the node's
 // capacity and allocatable; a pod asking for one gets the plugin's

@@ -21,7 +21,7 @@ import (
 // InhibitDelayMaxSec (upstream's path; the fake logind reads it too).
 const LogindConfDrop = "/etc/systemd/logind.conf.d/99-kubelet.conf"
 
-// Logind is a private system bus (dbus-daemon) with hack/tools/fakelogind
+// Logind is a private system bus (dbus-daemon) with test/fakes/fakelogind
 // on it: what a kubelet's graceful shutdown talks to on a systemd machine.
 type Logind struct {
 	// Address is the bus's address: DBUS_SYSTEM_BUS_ADDRESS for clients.
@@ -61,7 +61,7 @@ func StartLogind(t testing.TB, confFile string) *Logind {
 			t.Skipf("%s is missing: run hack/stack-up.sh", bin)
 		}
 	}
-	bin, err := BuildTool("./hack/tools/fakelogind")
+	bin, err := BuildTool("./test/fakes/fakelogind")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,8 +279,8 @@ var (
 	tools   = map[string]string{}
 )
 
-// BuildTool builds the repository's package pkg (./hack/tools/x) once per
-// process and returns the binary's path.
+// BuildTool builds the repository's package pkg (./test/fakes/x), in the
+// module that holds it, once per process and returns the binary's path.
 func BuildTool(pkg string) (string, error) {
 	toolsMu.Lock()
 	defer toolsMu.Unlock()
@@ -291,16 +291,39 @@ func BuildTool(pkg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	mod, rel, err := moduleOf(root, pkg)
+	if err != nil {
+		return "", err
+	}
 	dir, err := os.MkdirTemp("", "nodelet-tool-")
 	if err != nil {
 		return "", err
 	}
 	p := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", p, pkg)
-	cmd.Dir = root
+	cmd := exec.Command("go", "build", "-o", p, rel)
+	cmd.Dir = mod
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 	}
 	tools[pkg] = p
 	return p, nil
+}
+
+// moduleOf returns the directory of the module holding the package pkg
+// (a path relative to the repository's root, the nearest go.mod above it)
+// and pkg's path relative to that directory.
+func moduleOf(root, pkg string) (mod, rel string, err error) {
+	dir := filepath.Join(root, pkg)
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			r, err := filepath.Rel(d, dir)
+			if err != nil {
+				return "", "", err
+			}
+			return d, "./" + r, nil
+		}
+		if d == root || d == filepath.Dir(d) {
+			return "", "", fmt.Errorf("no go.mod holds %s", pkg)
+		}
+	}
 }
