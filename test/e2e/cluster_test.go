@@ -19,33 +19,11 @@ import (
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
-// clusterNode starts a nodelet that joins the control plane as node name.
-func clusterNode(t testing.TB, name string, extraConfig string) (*framework.Cluster, *framework.Nodelet) {
-	t.Helper()
-	c := framework.RequireCluster(t)
-	n := framework.NewClusterNodelet(t, c, name)
-	if extraConfig != "" {
-		n.AppendConfig(extraConfig)
-	}
-	n.Start()
-	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		return c.NodeReady(t, name) == v1.ConditionTrue
-	}, "node %s Ready", name)
-	return c, n
-}
-
-func busyboxPod(name, node, script string) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.PodSpec{
-			NodeName:                      node,
-			TerminationGracePeriodSeconds: ptr.To[int64](10),
-			Containers: []v1.Container{{
-				Name: "c", Image: busybox, Command: []string{"sh", "-c", script},
-			}},
-		},
-	}
-}
+var (
+	clusterNode = framework.ClusterNode
+	busyboxPod  = framework.BusyboxPod
+	podReady    = framework.PodReady
+)
 
 func waitPod(t *testing.T, c *framework.Cluster, ns, name string, timeout time.Duration, what string, ok func(*v1.Pod) bool) *v1.Pod {
 	t.Helper()
@@ -59,15 +37,6 @@ func waitPod(t *testing.T, c *framework.Cluster, ns, name string, timeout time.D
 		return ok(p)
 	}, "pod %s/%s: %s", ns, name, what)
 	return p
-}
-
-func podReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func TestClusterNodeRegistersWithStatusAndLease(t *testing.T) {

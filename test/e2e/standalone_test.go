@@ -19,26 +19,12 @@ import (
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
-const busybox = "docker.io/library/busybox:1.36"
+const busybox = framework.Busybox
 
-func podManifest(name, extraSpec string, containers ...string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  labels:
-    app: %s
-spec:
-%s  containers:
-%s`, name, name, extraSpec, strings.Join(containers, ""))
-}
-
-func container(name, script string) string {
-	return fmt.Sprintf(`  - name: %s
-    image: %s
-    command: ["sh", "-c", %q]
-`, name, busybox, script)
-}
+var (
+	podManifest = framework.PodManifest
+	container   = framework.ManifestContainer
+)
 
 func waitRunning(t *testing.T, s *framework.Stack, pod, c string, timeout time.Duration) *runtimeapi.Container {
 	t.Helper()
