@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,6 +19,8 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	podresourcesv1alpha1 "k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/ctortest"
 )
 
 type fakePods []*v1.Pod
@@ -167,11 +170,17 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
-func TestNewValidates(t *testing.T) {
-	if _, err := New(Config{Pods: fakePods{}}); err == nil {
-		t.Error("no Path accepted")
-	}
-	if _, err := New(Config{Path: "/x"}); err == nil {
-		t.Error("no Pods accepted")
-	}
+func TestNew(t *testing.T) {
+	ctortest.Run(t, New, []ctortest.Case[Config]{
+		{Name: "no path", Config: Config{Pods: fakePods{}}, WantErr: "Config.Path is required"},
+		{Name: "no pods", Config: Config{Path: "/x"}, WantErr: "Config.Pods is required"},
+		{Name: "defaults", Config: Config{Path: "/x", Pods: fakePods{}}},
+	}, func(t *testing.T, s *Server) {
+		if s.cfg.QPS != DefaultQPS || s.cfg.Burst != DefaultBurstTokens {
+			t.Errorf("qps %v burst %d, want upstream's %v and %d", s.cfg.QPS, s.cfg.Burst, DefaultQPS, DefaultBurstTokens)
+		}
+		if s.limiter.Limit() != rate.Limit(DefaultQPS) || s.limiter.Burst() != DefaultBurstTokens {
+			t.Errorf("limiter %v/%d, want %v/%d", s.limiter.Limit(), s.limiter.Burst(), DefaultQPS, DefaultBurstTokens)
+		}
+	})
 }
