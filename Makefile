@@ -5,7 +5,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 export GOFLAGS ?= -buildvcs=false
 export HOME ?= /root
 
-.PHONY: build install uninstall test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance clean
+.PHONY: build install uninstall test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance vm-image vm-up vm-down vm-ssh clean
 
 build: ## bin/nodelet
 	go build -buildvcs=auto -o bin/nodelet ./cmd/nodelet
@@ -49,6 +49,18 @@ bench: ## benchmarks; results in docs/benchmarks.md
 
 conformance: ## upstream's NodeConformance e2e suite against the upstream kubelet and nodelet; docs/conformance.md
 	bash hack/conformance.sh
+
+vm-image: ## the real-node test bed's Debian 12 base image (debootstrap, Debian's kernel), cached in .cache/vm/<recipe hash>
+	bash hack/vm/image.sh
+
+vm-up: ## (in progress, issue 37: not yet booted end to end) boots the real-node test bed: a Debian 12 guest (systemd, cgroup v2, containerd 2, runc) under qemu, reachable by hack/vm/ssh.sh
+	bash hack/vm/up.sh
+
+vm-down: ## powers the test bed's guest off and removes its bridge, tap device and forwards
+	bash hack/vm/down.sh
+
+vm-ssh: ## a root shell in the test bed's guest (or: hack/vm/ssh.sh CMD...)
+	bash hack/vm/ssh.sh
 
 clean:
 	rm -rf bin
