@@ -27,8 +27,14 @@
 // cpu shares, CFS quota and period, memory and hugepage limits and the
 // oom_score_adj of the pod's QoS class.
 //
-// With the systemd driver the slices' directories are made directly in the
-// cgroup filesystem (no D-Bus), where systemd would make them.
+// With the systemd driver every cgroup it makes (kubepods.slice, the QoS
+// and pod slices) is a transient systemd unit asked of systemd over D-Bus,
+// with the limits as the unit's properties, through
+// github.com/opencontainers/cgroups' systemd manager, as upstream's
+// libcontainer adapter does; the same manager writes the limits into the
+// cgroup files. So systemd never resets them on daemon-reload, and a
+// refused unit fails the pod's cgroup with systemd's reason (the pod's sync
+// is retried). The cgroupfs driver writes the files directly.
 //
 // It reads nothing about the machine itself: the cgroup version and
 // hierarchies, the capacity and the huge page sizes are internal/machine's

@@ -17,6 +17,47 @@ type fakeKernel struct {
 	t    *testing.T
 	root string // the cgroup mount
 	v2   bool
+	// units is the fake systemd of the last Manager made with the
+	// systemd driver.
+	units *fakeUnits
+}
+
+// fakeUnits stands for systemd: it records the units asked for and makes
+// their cgroups in the fake kernel as systemd would.
+type fakeUnits struct {
+	m     *Manager
+	calls []string
+	// fail, when set, is the error of every call.
+	fail error
+}
+
+func (u *fakeUnits) Create(p string, rc *ResourceConfig) error {
+	u.calls = append(u.calls, "create "+p)
+	if u.fail != nil {
+		return u.fail
+	}
+	return u.m.createFS(p, rc)
+}
+
+func (u *fakeUnits) Set(p string, rc *ResourceConfig) error {
+	u.calls = append(u.calls, "set "+p)
+	if u.fail != nil {
+		return u.fail
+	}
+	return u.m.applyFS(p, rc)
+}
+
+func (u *fakeUnits) Destroy(p string) error {
+	u.calls = append(u.calls, "destroy "+p)
+	if u.fail != nil {
+		return u.fail
+	}
+	for _, h := range u.m.hierarchies {
+		if err := u.m.removeTree(filepath.Join(h, filepath.FromSlash(p))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 const gi = int64(1) << 30
@@ -200,6 +241,7 @@ func newManager(t *testing.T, k *fakeKernel, mod func(*Config)) *Manager {
 		SystemReserved:         map[string]string{"memory": "50Mi"},
 		mkdir:                  k.mkdir,
 		rmdir:                  k.rmdir,
+		newUnits:               func(m *Manager) units { k.units = &fakeUnits{m: m}; return k.units },
 	}
 	if mod != nil {
 		mod(&cfg)

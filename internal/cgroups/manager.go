@@ -93,6 +93,9 @@ type Config struct {
 	// kernel with them.
 	mkdir func(string) error
 	rmdir func(string) error
+	// newUnits is the systemd driver's units (systemd over D-Bus when
+	// nil); tests fake systemd with it.
+	newUnits func(*Manager) units
 }
 
 // Manager creates and removes the pod cgroup hierarchy.
@@ -105,6 +108,9 @@ type Manager struct {
 	// cgroupRoot.
 	root      CgroupName
 	pageSizes []int64
+	// units are the cgroups as systemd units with the systemd driver, nil
+	// with cgroupfs (nodelet then writes the cgroup filesystem itself).
+	units units
 
 	mu sync.Mutex
 	// ensured holds the pods whose cgroup was configured by this process.
@@ -144,9 +150,16 @@ func New(cfg Config) (*Manager, error) {
 	for _, hp := range cfg.Machine.HugePages {
 		m.pageSizes = append(m.pageSizes, hp.PageSize)
 	}
-	m.root = ParseCgroupfsName(cfg.CgroupRoot)
+	m.root = m.parseName(cfg.CgroupRoot)
 	if cfg.CgroupsPerQOS {
 		m.root = NewCgroupName(m.root, NodeAllocatableCgroup)
+	}
+	if cfg.Driver == DriverSystemd {
+		if cfg.newUnits != nil {
+			m.units = cfg.newUnits(m)
+		} else {
+			m.units = &systemdUnits{v2: m.v2, pageSizes: m.pageSizes, hugetlb: m.hasController("hugetlb")}
+		}
 	}
 	return m, nil
 }
@@ -279,6 +292,21 @@ func (m *Manager) validate() error {
 		return fmt.Errorf("cgroup controllers not mounted under %s: %v", m.cfg.Machine.Cgroups.Mount, missing)
 	}
 	return nil
+}
+
+// hasController tells whether the controller is there: in the root's
+// cgroup.controllers (v2), as a hierarchy of its own or co-mounted (v1).
+func (m *Manager) hasController(c string) bool {
+	if m.v2 {
+		data, _ := os.ReadFile(filepath.Join(m.cfg.Machine.Cgroups.Mount, "cgroup.controllers"))
+		return slices.Contains(strings.Fields(string(data)), c)
+	}
+	for _, h := range m.hierarchies {
+		if slices.Contains(strings.Split(filepath.Base(h), ","), c) {
+			return true
+		}
+	}
+	return false
 }
 
 // hierarchyWith is the v1 hierarchy whose root has file.
@@ -426,11 +454,21 @@ func (m *Manager) updateBurstableLocked() error {
 	return nil
 }
 
-// create makes the cgroup n and its missing parents in every hierarchy
-// (cgroup v1: cpuset cpus and mems copied from the parent; v2: the
-// controllers enabled in each parent's subtree_control), then applies rc.
+// create makes the cgroup n with rc's limits: with the systemd driver a
+// unit systemd makes (units), else the directories nodelet makes (createFS).
 func (m *Manager) create(n CgroupName, rc *ResourceConfig) error {
-	rel := strings.Split(strings.Trim(m.Name(n), "/"), "/")
+	if m.units != nil {
+		return m.units.Create(m.Name(n), rc)
+	}
+	return m.createFS(m.Name(n), rc)
+}
+
+// createFS makes the cgroup p (as the driver spells it) and its missing
+// parents in every hierarchy (cgroup v1: cpuset cpus and mems copied from
+// the parent; v2: the controllers enabled in each parent's
+// subtree_control), then writes rc.
+func (m *Manager) createFS(p string, rc *ResourceConfig) error {
+	rel := strings.Split(strings.Trim(p, "/"), "/")
 	for _, h := range m.hierarchies {
 		dir := h
 		for _, part := range rel {
@@ -458,7 +496,7 @@ func (m *Manager) create(n CgroupName, rc *ResourceConfig) error {
 	if rc == nil {
 		return nil
 	}
-	return m.apply(n, rc)
+	return m.applyFS(p, rc)
 }
 
 // v2Controllers are the controllers enabled for pods on cgroup v2.
@@ -512,11 +550,20 @@ func copyCpuset(parent, dir string) error {
 	return nil
 }
 
-// apply writes rc into the cgroup n of every hierarchy that has the files.
+// apply gives the cgroup n rc's limits: its unit's properties with the
+// systemd driver (units), else its files (applyFS).
 func (m *Manager) apply(n CgroupName, rc *ResourceConfig) error {
+	if m.units != nil {
+		return m.units.Set(m.Name(n), rc)
+	}
+	return m.applyFS(m.Name(n), rc)
+}
+
+// applyFS writes rc into the cgroup p of every hierarchy that has the files.
+func (m *Manager) applyFS(p string, rc *ResourceConfig) error {
 	var errs []error
 	for _, h := range m.hierarchies {
-		dir := m.dir(h, n)
+		dir := filepath.Join(h, filepath.FromSlash(p))
 		if m.v2 {
 			errs = append(errs, m.applyV2(dir, rc))
 		} else {
@@ -690,10 +737,31 @@ func (m *Manager) removeLocked(uid types.UID, dirs []string) error {
 		}
 	}
 	var errs []error
+	if m.units != nil {
+		// One unit per cgroup, whatever the number of v1 hierarchies.
+		done := map[string]bool{}
+		for _, d := range dirs {
+			if p := m.cgroupPath(d); p != "" && !done[p] {
+				done[p] = true
+				errs = append(errs, m.units.Destroy(p))
+			}
+		}
+	}
 	for _, d := range dirs {
 		errs = append(errs, m.removeTree(d))
 	}
 	return errors.Join(errs...)
+}
+
+// cgroupPath is the cgroup of a directory of one of the hierarchies, as
+// the driver spells it ("" when dir is in none).
+func (m *Manager) cgroupPath(dir string) string {
+	for _, h := range m.hierarchies {
+		if rel, ok := strings.CutPrefix(dir, h+string(filepath.Separator)); ok {
+			return "/" + filepath.ToSlash(rel)
+		}
+	}
+	return ""
 }
 
 // removeTree removes dir and the cgroups below it, deepest first.
