@@ -35,6 +35,10 @@ echo "nameserver 127.0.0.1" >"$DEMO_DIR/resolv.conf"
 sed -e "s#@MANIFESTS@#$DEMO_DIR/manifests#" -e "s#@RUNTIME@#$CONTAINER_RUNTIME_ENDPOINT#" \
 	-e "s#@LOGS@#$DEMO_DIR/logs#" -e "s#@RESOLV@#$DEMO_DIR/resolv.conf#" \
 	examples/kubelet-config.yaml >"$DEMO_DIR/kubelet-config.yaml"
+if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
+	# cgroup v1 (this kind of machine): nodelet, as the upstream kubelet, refuses it unless told otherwise.
+	echo "failCgroupV1: false" >>"$DEMO_DIR/kubelet-config.yaml"
+fi
 
 if pid_alive "$DEMO_PID"; then
 	log "restarting the demo nodelet (its pods keep running and are adopted)"

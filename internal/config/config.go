@@ -306,7 +306,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd.")
 	fs.BoolVar(c.CgroupsPerQOS, "cgroups-per-qos", *c.CgroupsPerQOS, "Create the QoS cgroup hierarchy.")
 	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "Root cgroup for pods.")
-	fs.BoolVar(c.FailCgroupV1, "fail-cgroupv1", *c.FailCgroupV1, "Refuse to start on cgroup v1 (ignored by nodelet, which supports v1).")
+	fs.BoolVar(c.FailCgroupV1, "fail-cgroupv1", *c.FailCgroupV1, "Refuse to start on a host using cgroup v1 (default true, as upstream; false runs on cgroup v1).")
 	// Deprecated upstream flags accepted for compatibility.
 	var ignored string
 	fs.StringVar(&ignored, "pod-infra-container-image", "", "Ignored: the runtime's sandbox image is used.")

@@ -2,7 +2,11 @@ package kuberuntime
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -58,4 +62,74 @@ func Dial(ctx context.Context, cfg DialConfig) (internalapi.RuntimeService, inte
 		}
 		delay = min(2*delay, 30*time.Second)
 	}
+}
+
+// CRILosingSupportVersion is the Kubernetes version that drops runtimes
+// without RuntimeConfig (kubelet_cri_losing_support's label, as upstream
+// v1.37).
+const CRILosingSupportVersion = "1.38.0"
+
+// CgroupDriverFromRuntime is the cgroup driver to use, as upstream's
+// getCgroupDriverFromCRI (KEP-4033): the one the runtime reports in its
+// RuntimeConfig answer; the configured one when the runtime does not
+// implement RuntimeConfig (unsupported is then true: the runtime loses
+// support in CRILosingSupportVersion) or reports no Linux configuration. A
+// driver it reports that is neither systemd nor cgroupfs is an error, as is
+// another error from the runtime (err is RuntimeConfig's).
+func CgroupDriverFromRuntime(configured string, resp *runtimeapi.RuntimeConfigResponse, err error) (driver string, unsupported bool, _ error) {
+	if err != nil {
+		if status.Code(err) == codes.Unimplemented {
+			return configured, true, nil
+		}
+		return configured, false, fmt.Errorf("RuntimeConfig from the container runtime: %w", err)
+	}
+	linux := resp.GetLinux()
+	if linux == nil {
+		return configured, false, nil
+	}
+	switch d := linux.GetCgroupDriver(); d {
+	case runtimeapi.CgroupDriver_SYSTEMD:
+		return "systemd", false, nil
+	case runtimeapi.CgroupDriver_CGROUPFS:
+		return "cgroupfs", false, nil
+	default:
+		return configured, false, fmt.Errorf("runtime returned an unknown cgroup driver %d", d)
+	}
+}
+
+// CgroupDriver asks the runtime for its cgroup driver (RuntimeConfig, up to
+// 3 times 2 s apart while it fails otherwise than Unimplemented, as
+// upstream) and returns CgroupDriverFromRuntime's answer, with upstream's
+// log lines.
+func CgroupDriver(ctx context.Context, rs internalapi.RuntimeService, clk clock.Clock, configured string) (string, bool, error) {
+	logger := klog.FromContext(ctx)
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	var (
+		resp *runtimeapi.RuntimeConfigResponse
+		err  error
+	)
+	for i := range 3 {
+		if resp, err = rs.RuntimeConfig(ctx); err == nil || status.Code(err) == codes.Unimplemented {
+			break
+		}
+		if i < 2 {
+			select {
+			case <-ctx.Done():
+				return configured, false, ctx.Err()
+			case <-clk.After(2 * time.Second):
+			}
+		}
+	}
+	driver, unsupported, err := CgroupDriverFromRuntime(configured, resp, err)
+	switch {
+	case err != nil:
+	case unsupported:
+		logger.Info("CRI implementation should be updated to support RuntimeConfig. Falling back to using cgroupDriver from kubelet config.",
+			"cgroupDriver", driver, "losingSupportIn", CRILosingSupportVersion)
+	case resp.GetLinux() != nil:
+		logger.Info("Using cgroup driver setting received from the CRI runtime", "cgroupDriver", driver)
+	}
+	return driver, unsupported, err
 }

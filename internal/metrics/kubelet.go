@@ -22,6 +22,15 @@ var (
 		Help: "The node's name. The count is always 1.",
 	}, []string{"node"})
 
+	// CRILosingSupport is upstream's kubelet_cri_losing_support{version}:
+	// 1 for the Kubernetes version that drops support for the running CRI
+	// runtime (one that does not answer RuntimeConfig, such as containerd
+	// 1.x: "1.38.0"). Absent when the runtime is supported.
+	CRILosingSupport = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "kubelet", Name: "cri_losing_support",
+		Help: "the Kubernetes version that the currently running CRI implementation will lose support on if not upgraded.",
+	}, []string{"version"})
+
 	// PodStartDuration is kubelet_pod_start_duration_seconds: from the
 	// moment nodelet first sees a pod to the moment all its containers run.
 	PodStartDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -179,7 +188,7 @@ func init() {
 	Kubelet.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		NodeName, PodStartDuration, PodWorkerDuration, StartedPods, StartedContainers,
+		NodeName, CRILosingSupport, PodStartDuration, PodWorkerDuration, StartedPods, StartedContainers,
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGRelistInterval, PLEGLastSeen, HTTPRequests, HTTPInflight, running,
 		Evictions, EvictionStatsAge, ImageGarbageCollected,

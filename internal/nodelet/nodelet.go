@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/admission"
@@ -204,10 +205,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if n.machine, err = machine.Read(n.machineConfig); err != nil {
 		return err
 	}
-	if n.cgroups, err = cgroups.New(cgroups.FromKubelet(cfg, n.machine, n.nodeEvent)); err != nil {
-		return fmt.Errorf("pod cgroups: %w", err)
-	}
-	if err := n.cgroups.Start(ctx); err != nil {
+	if err := checkCgroupV1(cfg, n.machine); err != nil {
 		return err
 	}
 	defer n.loops.Stop()
@@ -219,6 +217,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 		if lerr := n.loops.Err(); lerr != nil {
 			return lerr
 		}
+		return err
+	}
+	if err := n.startCgroups(ctx, rs); err != nil {
 		return err
 	}
 	if err := n.setup(ctx, rs, is); err != nil {
@@ -276,6 +277,34 @@ func (n *Nodelet) dial(ctx context.Context) (internalapi.RuntimeService, interna
 	}
 	n.runtimeName = v.RuntimeName
 	return rs, is, nil
+}
+
+// checkCgroupV1 refuses cgroup v1 unless failCgroupV1 is false, as
+// upstream's configuration validation (its message).
+func checkCgroupV1(cfg *kubeletv1beta1.KubeletConfiguration, m machine.Facts) error {
+	if m.Cgroups.V2 || (cfg.FailCgroupV1 != nil && !*cfg.FailCgroupV1) {
+		return nil
+	}
+	return errors.New("failed to validate kubelet configuration: kubelet is configured to not run on a host using cgroup v1. " +
+		"cgroup v1 support is unsupported and will be removed in a future release (failCgroupV1 is true, its default: set failCgroupV1: false, or --fail-cgroupv1=false, to run on cgroup v1)")
+}
+
+// startCgroups creates the pods' cgroups with the cgroup driver the runtime
+// reports (RuntimeConfig), else the configured one, as upstream.
+func (n *Nodelet) startCgroups(ctx context.Context, rs internalapi.RuntimeService) error {
+	cfg := &n.opts.Config
+	driver, unsupported, err := kuberuntime.CgroupDriver(ctx, rs, n.clock, cfg.CgroupDriver)
+	if err != nil {
+		return err
+	}
+	if unsupported {
+		metrics.CRILosingSupport.WithLabelValues(kuberuntime.CRILosingSupportVersion).Set(1)
+	}
+	cfg.CgroupDriver = driver
+	if n.cgroups, err = cgroups.New(cgroups.FromKubelet(cfg, n.machine, n.nodeEvent)); err != nil {
+		return fmt.Errorf("pod cgroups: %w", err)
+	}
+	return n.cgroups.Start(ctx)
 }
 
 // nodeRef is the Node's reference node events point at, as upstream.

@@ -79,6 +79,8 @@ healthzBindAddress: 127.0.0.1
 healthzPort: %d
 port: %d
 resolvConf: %s
+# This host is cgroup v1: run on it (upstream's default refuses, as nodelet's).
+failCgroupV1: false
 # Renew the lease every 5 s: the test control plane marks a node Unknown
 # after 10 s without renewal (upstream's default grace is 50 s).
 nodeLeaseDurationSeconds: 20
