@@ -5,7 +5,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 export GOFLAGS ?= -buildvcs=false
 export HOME ?= /root
 
-.PHONY: build install uninstall test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance vm-image vm-up vm-down vm-ssh clean
+.PHONY: build install uninstall test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance vm-image vm-up vm-down vm-ssh vm-e2e clean
 
 build: ## bin/nodelet
 	go build -buildvcs=auto -o bin/nodelet ./cmd/nodelet
@@ -53,7 +53,7 @@ conformance: ## upstream's NodeConformance e2e suite against the upstream kubele
 vm-image: ## the real-node test bed's Debian 12 base image (debootstrap, Debian's kernel), cached in .cache/vm/<recipe hash>
 	bash hack/vm/image.sh
 
-vm-up: ## (in progress, issue 37: not yet booted end to end) boots the real-node test bed: a Debian 12 guest (systemd, cgroup v2, containerd 2, runc) under qemu, reachable by hack/vm/ssh.sh
+vm-up: ## boots the real-node test bed: a Debian 12 guest (systemd, cgroup v2, containerd 2, runc) under qemu, reachable by hack/vm/ssh.sh (docs/real-node.md)
 	bash hack/vm/up.sh
 
 vm-down: ## powers the test bed's guest off and removes its bridge, tap device and forwards
@@ -61,6 +61,9 @@ vm-down: ## powers the test bed's guest off and removes its bridge, tap device a
 
 vm-ssh: ## a root shell in the test bed's guest (or: hack/vm/ssh.sh CMD...)
 	bash hack/vm/ssh.sh
+
+vm-e2e: ## (after stack-up) the test bed's checks in the guest, the upstream kubelet and nodelet side by side; boots the guest if needed (docs/real-node.md)
+	bash hack/vm/e2e.sh
 
 clean:
 	rm -rf bin

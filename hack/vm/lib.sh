@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Settings of the real-node test bed (a Debian 12 guest under qemu). Sourced
 # by the scripts in hack/vm/, never run. Every setting can be overridden from
-# the environment. See docs/testing.md, "The real-node test bed".
+# the environment. See docs/real-node.md.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 VM_DIR="${VM_DIR:-$STACK_DIR/vm}"                   # the running guest's state: disk, console log, pidfile

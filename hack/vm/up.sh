@@ -3,7 +3,7 @@
 # systemd, cgroup v2, containerd 2 and runc (SystemdCgroup = true), on a
 # bridge with the host, and waits until ssh answers. Idempotent: a guest that
 # runs and answers is kept. Every boot starts from a fresh copy of the cached
-# base image. See docs/testing.md, "The real-node test bed".
+# base image. See docs/real-node.md.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
 t_start=$(date +%s.%N)
