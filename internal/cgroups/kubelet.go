@@ -8,7 +8,8 @@ import (
 
 // FromKubelet is the Config the KubeletConfiguration asks for:
 // cgroupDriver, cgroupRoot, cgroupsPerQOS, the reservations and
-// enforceNodeAllocatable, cpuCFSQuota, cpuCFSQuotaPeriod and podPidsLimit,
+// enforceNodeAllocatable, cpuCFSQuota, cpuCFSQuotaPeriod, podPidsLimit and
+// memorySwap.swapBehavior,
 // on the machine m; event is Config.Event.
 func FromKubelet(kc *kubeletv1beta1.KubeletConfiguration, m machine.Facts, event func(eventType, reason, message string)) Config {
 	c := Config{
@@ -23,6 +24,7 @@ func FromKubelet(kc *kubeletv1beta1.KubeletConfiguration, m machine.Facts, event
 		SystemReservedCgroup:   kc.SystemReservedCgroup,
 		Event:                  event,
 		DisableCPUCFSQuota:     kc.CPUCFSQuota != nil && !*kc.CPUCFSQuota,
+		SwapBehavior:           kc.MemorySwap.SwapBehavior,
 	}
 	if kc.CPUCFSQuotaPeriod != nil {
 		c.CPUCFSQuotaPeriod = kc.CPUCFSQuotaPeriod.Duration

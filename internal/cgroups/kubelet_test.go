@@ -20,10 +20,11 @@ func TestFromKubelet(t *testing.T) {
 		CPUCFSQuotaPeriod: &metav1.Duration{Duration: 50 * time.Millisecond}, PodPidsLimit: ptr.To[int64](1024),
 		KubeReserved: map[string]string{"cpu": "100m"}, SystemReserved: map[string]string{"memory": "1Gi"},
 		EnforceNodeAllocatable: []string{"pods", "kube-reserved"}, KubeReservedCgroup: "/kube", SystemReservedCgroup: "/system",
+		MemorySwap: kubeletv1beta1.MemorySwapConfiguration{SwapBehavior: LimitedSwap},
 	}, machine.Facts{NumCPU: 2}, nil)
 	if c.Driver != "systemd" || c.CgroupRoot != "/custom" || c.CgroupsPerQOS || !c.DisableCPUCFSQuota || c.CPUCFSQuotaPeriod != 50*time.Millisecond ||
 		c.PodPidsLimit != 1024 || c.KubeReserved["cpu"] != "100m" || c.SystemReserved["memory"] != "1Gi" || len(c.EnforceNodeAllocatable) != 2 ||
-		c.KubeReservedCgroup != "/kube" || c.SystemReservedCgroup != "/system" {
+		c.KubeReservedCgroup != "/kube" || c.SystemReservedCgroup != "/system" || c.SwapBehavior != LimitedSwap {
 		t.Errorf("set: %+v", c)
 	}
 }

@@ -86,6 +86,8 @@ type Config struct {
 	CPUCFSQuotaPeriod time.Duration
 	// PodPidsLimit is podPidsLimit: pids.max of each pod cgroup when > 0.
 	PodPidsLimit int64
+	// SwapBehavior is memorySwap.swapBehavior ("", NoSwap or LimitedSwap).
+	SwapBehavior string
 	// Clock is the clock of the orphan grace (the real clock when nil).
 	Clock clock.PassiveClock
 
@@ -174,11 +176,14 @@ func (m *Manager) ResourceOptions() ResourceOptions {
 		sizes = append(sizes, byteSizeUnit(s))
 	}
 	return ResourceOptions{
-		MemoryCapacity:     m.cfg.Machine.MemoryCapacity,
-		DisableCPUCFSQuota: m.cfg.DisableCPUCFSQuota,
-		CPUCFSQuotaPeriod:  m.cfg.CPUCFSQuotaPeriod,
-		HugePageSizes:      sizes,
-		CgroupV2:           m.v2,
+		MemoryCapacity:          m.cfg.Machine.MemoryCapacity,
+		DisableCPUCFSQuota:      m.cfg.DisableCPUCFSQuota,
+		CPUCFSQuotaPeriod:       m.cfg.CPUCFSQuotaPeriod,
+		HugePageSizes:           sizes,
+		CgroupV2:                m.v2,
+		SwapBehavior:            m.cfg.SwapBehavior,
+		SwapControllerAvailable: m.cfg.Machine.Swap.ControllerAvailable,
+		SwapCapacity:            m.cfg.Machine.Swap.Capacity,
 	}
 }
 

@@ -587,8 +587,17 @@ func TestResourceOptions(t *testing.T) {
 	k := newFakeKernel(t, true)
 	m := newManager(t, k, func(c *Config) { c.CPUCFSQuotaPeriod = 10 * time.Millisecond })
 	o := m.ResourceOptions()
-	if o.MemoryCapacity != 4*gi || !o.CgroupV2 || o.CPUCFSQuotaPeriod != 10*time.Millisecond || len(o.HugePageSizes) != 2 {
+	if o.MemoryCapacity != 4*gi || !o.CgroupV2 || o.CPUCFSQuotaPeriod != 10*time.Millisecond || len(o.HugePageSizes) != 2 ||
+		o.SwapBehavior != "" || o.SwapControllerAvailable || o.SwapCapacity != 0 {
 		t.Errorf("ResourceOptions = %+v", o)
+	}
+	// The swap settings: memorySwap.swapBehavior and the machine's swap.
+	m = newManager(t, k, func(c *Config) {
+		c.SwapBehavior = LimitedSwap
+		c.Machine.Swap = machine.Swap{On: true, Capacity: gi, ControllerAvailable: true}
+	})
+	if o := m.ResourceOptions(); o.SwapBehavior != LimitedSwap || !o.SwapControllerAvailable || o.SwapCapacity != gi {
+		t.Errorf("swap ResourceOptions = %+v", o)
 	}
 }
 

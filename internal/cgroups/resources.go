@@ -1,6 +1,8 @@
 package cgroups
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -36,8 +38,9 @@ const (
 // of unknown memory.
 type ResourceOptions struct {
 	// MemoryCapacity is the node's memory in bytes: the denominator of the
-	// Burstable oom_score_adj heuristic. 0 or less: Burstable containers get
-	// 999 (as if they requested nothing).
+	// Burstable oom_score_adj heuristic and of LimitedSwap's share. 0 or
+	// less: Burstable containers get 999 (as if they requested nothing)
+	// and no swap.
 	MemoryCapacity int64
 	// DisableCPUCFSQuota is cpuCFSQuota: false (no quota and period given).
 	DisableCPUCFSQuota bool
@@ -51,7 +54,22 @@ type ResourceOptions struct {
 	// memory.oom.group=1 (singleProcessOOMKill defaults to false on v2) and
 	// memory.high=max (MemoryQoS off), as upstream.
 	CgroupV2 bool
+	// SwapBehavior is memorySwap.swapBehavior: "" and NoSwap give no swap,
+	// LimitedSwap some to Burstable containers (cgroup v2 only).
+	SwapBehavior string
+	// SwapControllerAvailable is the swap controller available
+	// (machine.Swap): without it no swap setting is given, as upstream.
+	SwapControllerAvailable bool
+	// SwapCapacity is the machine's swap in bytes, shared by LimitedSwap
+	// in proportion to the containers' memory requests.
+	SwapCapacity int64
 }
+
+// The swap behaviours of memorySwap.swapBehavior.
+const (
+	NoSwap      = "NoSwap"
+	LimitedSwap = "LimitedSwap"
+)
 
 // periodMicros is the CFS period in µs.
 func (o ResourceOptions) periodMicros() int64 {
@@ -85,9 +103,9 @@ func MilliCPUToQuota(milliCPU, period int64) int64 {
 // the cpu request (from the limit when only a limit is given; at least 2),
 // CFS quota and period from the cpu limit (period always set, quota 0
 // without a limit, unless cpuCFSQuota is off), the memory limit, hugepage
-// limits and the oom_score_adj of the pod's QoS class. With pod-level
-// resources, a container without its own cpu or memory limit gets the
-// pod's.
+// limits, the oom_score_adj of the pod's QoS class and the swap of
+// memorySwap.swapBehavior (configureSwap). With pod-level resources, a
+// container without its own cpu or memory limit gets the pod's.
 func ContainerResources(pod *v1.Pod, c *v1.Container, opts ResourceOptions) *runtimeapi.LinuxContainerResources {
 	podLevel := resourcehelper.IsPodLevelResourcesSet(pod)
 	cpuLimit := c.Resources.Limits.Cpu()
@@ -118,7 +136,69 @@ func ContainerResources(pod *v1.Pod, c *v1.Container, opts ResourceOptions) *run
 	if opts.CgroupV2 {
 		r.Unified = map[string]string{"memory.oom.group": "1", "memory.high": "max"}
 	}
+	configureSwap(r, pod, c, opts)
 	return r
+}
+
+// SwapBehavior is the swap behaviour container c of pod gets, as upstream's
+// GetContainerSwapBehavior: LimitedSwap only when configured, on cgroup v2
+// with the swap controller, for a pod that is not critical (static, mirror
+// or system-critical priority) and is Burstable, and a container that asks
+// for memory with a request different from its limit; NoSwap otherwise
+// ("" included).
+func SwapBehavior(pod *v1.Pod, c *v1.Container, opts ResourceOptions) string {
+	if opts.SwapBehavior != LimitedSwap || !opts.SwapControllerAvailable || !opts.CgroupV2 {
+		return NoSwap
+	}
+	if podspec.IsCritical(pod) {
+		return NoSwap
+	}
+	req, lim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory()
+	noMemory := req.IsZero() && lim.IsZero()
+	if podspec.QOSClass(pod) != v1.PodQOSBurstable || noMemory || req.Cmp(*lim) == 0 {
+		return NoSwap
+	}
+	return LimitedSwap
+}
+
+// LimitedSwapBytes is the swap a LimitedSwap container gets, as upstream's
+// calcSwapForBurstablePods: its memory request's share of the node's
+// memory, of the node's swap. An error (no node memory, a request larger
+// than it) is upstream's, which then gives the container no swap.
+func LimitedSwapBytes(memoryRequest, nodeMemory, swapCapacity int64) (int64, error) {
+	if nodeMemory <= 0 {
+		return 0, errors.New("total node memory is 0")
+	}
+	if memoryRequest > nodeMemory {
+		return 0, fmt.Errorf("container request %d is larger than total node memory %d", memoryRequest, nodeMemory)
+	}
+	return int64(float64(memoryRequest) / float64(nodeMemory) * float64(swapCapacity)), nil
+}
+
+// configureSwap sets the container's swap as upstream's
+// configureContainerSwapResources: nothing without the swap controller;
+// NoSwap is memory.swap.max 0 on v2 and the memory+swap limit equal to
+// the memory limit on v1 (0, no limit, without a memory limit);
+// LimitedSwap is memory.swap.max LimitedSwapBytes (NoSwap when that
+// fails).
+func configureSwap(r *runtimeapi.LinuxContainerResources, pod *v1.Pod, c *v1.Container, opts ResourceOptions) {
+	if !opts.SwapControllerAvailable {
+		return
+	}
+	if !opts.CgroupV2 {
+		r.MemorySwapLimitInBytes = r.MemoryLimitInBytes
+		return
+	}
+	swap := int64(0)
+	if SwapBehavior(pod, c, opts) == LimitedSwap {
+		if v, err := LimitedSwapBytes(c.Resources.Requests.Memory().Value(), opts.MemoryCapacity, opts.SwapCapacity); err == nil {
+			swap = v
+		}
+	}
+	if r.Unified == nil {
+		r.Unified = map[string]string{}
+	}
+	r.Unified["memory.swap.max"] = strconv.FormatInt(swap, 10)
 }
 
 // OOMScoreAdj is the oom_score_adj of container c, as upstream's

@@ -307,6 +307,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.BoolVar(c.CgroupsPerQOS, "cgroups-per-qos", *c.CgroupsPerQOS, "Create the QoS cgroup hierarchy.")
 	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "Root cgroup for pods.")
 	fs.BoolVar(c.FailCgroupV1, "fail-cgroupv1", *c.FailCgroupV1, "Refuse to start on a host using cgroup v1 (default true, as upstream; false runs on cgroup v1).")
+	fs.BoolVar(c.FailSwapOn, "fail-swap-on", *c.FailSwapOn, "Refuse to start when swap is on (/proc/swaps), as upstream's failSwapOn; false starts with swap on, each container getting memorySwap.swapBehavior (NoSwap by default).")
 	// Deprecated upstream flags accepted for compatibility.
 	var ignored string
 	fs.StringVar(&ignored, "pod-infra-container-image", "", "Ignored: the runtime's sandbox image is used.")
@@ -556,6 +557,9 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	if c.FailCgroupV1 == nil {
 		c.FailCgroupV1 = ptr.To(true)
 	}
+	if c.FailSwapOn == nil {
+		c.FailSwapOn = ptr.To(true)
+	}
 	if c.CPUCFSQuota == nil {
 		c.CPUCFSQuota = ptr.To(true)
 	}
@@ -666,6 +670,11 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	if *c.SerializeImagePulls && c.MaxParallelImagePulls != nil && *c.MaxParallelImagePulls > 1 {
 		errs = append(errs, errors.New("maxParallelImagePulls cannot be larger than 1 unless serializeImagePulls (--serialize-image-pulls) is set to false"))
+	}
+	switch c.MemorySwap.SwapBehavior {
+	case "", "NoSwap", "LimitedSwap":
+	default: // As upstream (NodeSwap is GA).
+		errs = append(errs, fmt.Errorf("invalid configuration: memorySwap.swapBehavior %q must be one of: \"\", %q or %q", c.MemorySwap.SwapBehavior, "LimitedSwap", "NoSwap"))
 	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		errs = append(errs, fmt.Errorf("cgroupDriver must be cgroupfs or systemd, got %q", c.CgroupDriver))

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 func TestFlagsOverrideFile(t *testing.T) {
@@ -64,12 +66,61 @@ func TestDefaultsWithoutFile(t *testing.T) {
 	}
 }
 
+// failSwapOn and failCgroupV1 default to true, as upstream; their flags
+// and the file set them false; a valid swap behaviour is kept.
+func TestSwapAndCgroupV1Settings(t *testing.T) {
+	o, err := Parse(context.Background(), nil)
+	if err != nil || !*o.Config.FailSwapOn || !*o.Config.FailCgroupV1 {
+		t.Fatalf("defaults: %v, failSwapOn %v, failCgroupV1 %v", err, o.Config.FailSwapOn, o.Config.FailCgroupV1)
+	}
+	o, err = Parse(context.Background(), []string{"--fail-swap-on=false", "--fail-cgroupv1=false"})
+	if err != nil || *o.Config.FailSwapOn || *o.Config.FailCgroupV1 {
+		t.Fatalf("flags false: %v, failSwapOn %v, failCgroupV1 %v", err, *o.Config.FailSwapOn, *o.Config.FailCgroupV1)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	_ = os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n"), 0o644)
+	o, err = Parse(context.Background(), []string{"--config", path})
+	if err != nil || *o.Config.FailSwapOn || o.Config.MemorySwap.SwapBehavior != "LimitedSwap" {
+		t.Fatalf("file: %v, failSwapOn %v, swapBehavior %q", err, *o.Config.FailSwapOn, o.Config.MemorySwap.SwapBehavior)
+	}
+}
+
+// memorySwap.swapBehavior as upstream's validation (NodeSwap is GA): "",
+// NoSwap or LimitedSwap, exactly; anything else with upstream's message.
+func TestValidateSwapBehavior(t *testing.T) {
+	for _, tt := range []struct {
+		behavior string
+		wantErr  string
+	}{
+		{behavior: ""},
+		{behavior: "NoSwap"},
+		{behavior: "LimitedSwap"},
+		{behavior: "UnlimitedSwap", wantErr: `invalid configuration: memorySwap.swapBehavior "UnlimitedSwap" must be one of: "", "LimitedSwap" or "NoSwap"`},
+		{behavior: "noswap", wantErr: `invalid configuration: memorySwap.swapBehavior "noswap" must be one of: "", "LimitedSwap" or "NoSwap"`},
+	} {
+		t.Run(tt.behavior, func(t *testing.T) {
+			c := &kubeletv1beta1.KubeletConfiguration{}
+			SetDefaults(c)
+			c.MemorySwap.SwapBehavior = tt.behavior
+			err := Validate(c)
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("Validate = %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Fatalf("Validate = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 func TestBadConfigFiles(t *testing.T) {
 	dir := t.TempDir()
 	for name, tt := range map[string]struct{ content, want string }{
 		"wrong kind":     {"apiVersion: v1\nkind: Pod\n", "want kind KubeletConfiguration"},
 		"bad duration":   {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequency: soon\n", "kubelet config file"},
 		"invalid values": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: -1\npodLogsDir: relative\n", "maxPods must not be negative"},
+		"swap behaviour": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmemorySwap: {swapBehavior: UnlimitedSwap}\n",
+			`invalid configuration: memorySwap.swapBehavior "UnlimitedSwap" must be one of: "", "LimitedSwap" or "NoSwap"`},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 		_ = os.WriteFile(path, []byte(tt.content), 0o644)

@@ -16,20 +16,12 @@ const ReasonEvicted = "Evicted"
 
 // systemCriticalPriority is the priority from which a pod is critical
 // (system-cluster-critical and system-node-critical are above it).
-const systemCriticalPriority = 2 * 1000 * 1000 * 1000
+const systemCriticalPriority = podspec.SystemCriticalPriority
 
 // IsCritical reports whether the pod is critical to the node: a static or
-// mirror pod, or one with a system-critical priority. Critical pods are
-// admitted under pressure and never evicted.
-func IsCritical(pod *v1.Pod) bool {
-	if podspec.IsStatic(pod) {
-		return true
-	}
-	if _, ok := pod.Annotations[podspec.ConfigMirrorAnnotationKey]; ok {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
-}
+// mirror pod, or one with a system-critical priority (podspec.IsCritical).
+// Critical pods are admitted under pressure and never evicted.
+func IsCritical(pod *v1.Pod) bool { return podspec.IsCritical(pod) }
 
 // Admit decides whether a new pod may start under the node's pressure
 // conditions, as upstream: without pressure, or a critical pod, always;

@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/podspec"
@@ -114,7 +115,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       m.containerResources(pod, c),
+			Resources:       m.containerResources(ctx, pod, c),
 			SecurityContext: sc,
 		},
 	}
@@ -261,10 +262,18 @@ func propagation(p *v1.MountPropagationMode) runtimeapi.MountPropagation {
 }
 
 // containerResources is the container's CRI linux resources (cpu shares,
-// CFS quota and period, memory and hugepage limits, oom_score_adj), as
-// upstream computes them: see cgroups.ContainerResources.
-func (m *Manager) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
-	return cgroups.ContainerResources(pod, c, m.cfg.Resources)
+// CFS quota and period, memory and hugepage limits, oom_score_adj, swap),
+// as upstream computes them: see cgroups.ContainerResources. A LimitedSwap
+// container whose swap cannot be computed gets none, with upstream's error
+// logged.
+func (m *Manager) containerResources(ctx context.Context, pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
+	opts := m.cfg.Resources
+	if cgroups.SwapBehavior(pod, c, opts) == cgroups.LimitedSwap {
+		if _, err := cgroups.LimitedSwapBytes(c.Resources.Requests.Memory().Value(), opts.MemoryCapacity, opts.SwapCapacity); err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot calculate swap allocation amount; disallowing swap")
+		}
+	}
+	return cgroups.ContainerResources(pod, c, opts)
 }
 
 func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container) (*runtimeapi.LinuxContainerSecurityContext, error) {

@@ -15,8 +15,8 @@ import (
 // Config says where the machine's facts are read from. Empty fields are
 // the real machine's.
 type Config struct {
-	// ProcRoot is procfs ("/proc"): meminfo, stat (btime),
-	// sys/kernel/{pid_max,osrelease,random/boot_id}.
+	// ProcRoot is procfs ("/proc"): meminfo, stat (btime), swaps,
+	// self/{cgroup,uid_map} and sys/kernel/{pid_max,osrelease,random/boot_id}.
 	ProcRoot string
 	// SysRoot is sysfs ("/sys"): kernel/mm/hugepages and
 	// class/dmi/id/product_uuid.
@@ -52,6 +52,9 @@ type Facts struct {
 	EphemeralStorage int64
 	// Cgroups is how cgroups are mounted.
 	Cgroups Cgroups
+	// Swap is the machine's swap: on or off, its size, the swap
+	// controller, tmpfs's noswap.
+	Swap Swap
 
 	// MachineID is /etc/machine-id (else /var/lib/dbus/machine-id).
 	MachineID string
@@ -101,6 +104,7 @@ func Read(cfg Config) (Facts, error) {
 	if v, err := strconv.ParseInt(readTrim(filepath.Join(cfg.ProcRoot, "sys/kernel/pid_max")), 10, 64); err == nil {
 		f.PIDMax = v
 	}
+	f.Swap = readSwap(cfg.ProcRoot, f.Cgroups)
 	if f.SystemUUID == "" {
 		f.SystemUUID = f.MachineID
 	}

@@ -150,6 +150,16 @@ func TestRead(t *testing.T) {
 		roots: roots{proc: fullProc, sys: fullSys, host: fullHost},
 		want:  func(f *Facts) { f.Cgroups.V2, f.Cgroups.Hierarchies = false, nil },
 	}, {
+		name: "swap on, with the controller in nodelet's cgroup, on a kernel with tmpfs noswap",
+		roots: roots{proc: with(fullProc, "meminfo", "MemTotal:        4000000 kB\nSwapTotal:       1048572 kB\n",
+			"swaps", "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1048572 0 -2\n", "self/cgroup", "0::/nodelet.slice\n",
+			"sys/kernel/osrelease", "6.12.0\n"),
+			sys: fullSys, cgroup: with(cgroupV2, "nodelet.slice/memory.swap.max", "max\n"), host: fullHost},
+		want: func(f *Facts) {
+			f.KernelVersion = "6.12.0"
+			f.Swap = Swap{On: true, Capacity: 1048572 * 1024, ControllerAvailable: true, TmpfsNoswap: true}
+		},
+	}, {
 		name:    "no meminfo",
 		roots:   roots{proc: with(fullProc, "meminfo", ""), sys: fullSys, cgroup: cgroupV2, host: fullHost},
 		wantErr: "meminfo: no such file",

@@ -208,6 +208,10 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := checkCgroupV1(cfg, n.machine); err != nil {
 		return err
 	}
+	if err := checkSwap(cfg, n.machine); err != nil {
+		return err
+	}
+	n.warnSwapTmpfs(n.machine)
 	defer n.loops.Stop()
 	if err := n.loops.Start(ctx, n.earlyLoops()...); err != nil {
 		return err
@@ -287,6 +291,30 @@ func checkCgroupV1(cfg *kubeletv1beta1.KubeletConfiguration, m machine.Facts) er
 	}
 	return errors.New("failed to validate kubelet configuration: kubelet is configured to not run on a host using cgroup v1. " +
 		"cgroup v1 support is unsupported and will be removed in a future release (failCgroupV1 is true, its default: set failCgroupV1: false, or --fail-cgroupv1=false, to run on cgroup v1)")
+}
+
+// checkSwap refuses to start with swap on unless failSwapOn is false, as
+// upstream's container manager (its message).
+func checkSwap(cfg *kubeletv1beta1.KubeletConfiguration, m machine.Facts) error {
+	if !m.Swap.On || (cfg.FailSwapOn != nil && !*cfg.FailSwapOn) {
+		return nil
+	}
+	return errors.New("running with swap on is not supported, please disable swap or set --fail-swap-on flag to false")
+}
+
+// swapTmpfsWarning is upstream's node event when swap is on and tmpfs
+// cannot be mounted noswap.
+const swapTmpfsWarning = "The tmpfs noswap option is not supported. Memory-backed volumes (e.g. secrets, emptyDirs, etc.) " +
+	"might be swapped to disk and should no longer be considered secure."
+
+// warnSwapTmpfs records upstream's Warning node event
+// PossibleMemoryBackedVolumesOnDisk when swap is on (failSwapOn is false:
+// checkSwap let nodelet start) and tmpfs cannot be mounted noswap (kernel
+// before 6.4, or a user namespace), as upstream's container manager.
+func (n *Nodelet) warnSwapTmpfs(m machine.Facts) {
+	if m.Swap.On && !m.Swap.TmpfsNoswap {
+		n.nodeEvent(v1.EventTypeWarning, "PossibleMemoryBackedVolumesOnDisk", swapTmpfsWarning)
+	}
 }
 
 // startCgroups creates the pods' cgroups with the cgroup driver the runtime

@@ -26,7 +26,8 @@ import (
 
 // standalone is a standalone nodelet's configuration in a temporary root:
 // a static pod directory, no cgroups per QoS, a fake cgroup v2 mount, no
-// server; extra are more flags.
+// server, failSwapOn false (the host's swap is not the test's); extra are
+// more flags.
 func standalone(t *testing.T, healthzPort int, extra ...string) (Config, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -46,6 +47,7 @@ func standalone(t *testing.T, healthzPort int, extra ...string) (Config, string)
 kind: KubeletConfiguration
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
+failSwapOn: false
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
 podLogsDir: %s

@@ -427,6 +427,10 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 		OperatingSystem:         runtime.GOOS,
 		Architecture:            runtime.GOARCH,
 	}
+	// As upstream (NodeSwap): the machine's swap when it has some.
+	if c := m.cfg.Machine.Swap.Capacity; c != 0 {
+		n.Status.NodeInfo.Swap = &v1.NodeSwapStatus{Capacity: &c}
+	}
 	n.Status.Images = m.images(ctx)
 	n.Status.VolumesInUse = nil
 	if m.cfg.VolumesInUse != nil {

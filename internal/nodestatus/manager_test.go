@@ -14,6 +14,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
 func TestNew(t *testing.T) {
@@ -101,5 +102,28 @@ func TestRegisteredClosedOnRegistration(t *testing.T) {
 	}
 	if m.Node() == nil || m.Node().Name != "n1" {
 		t.Fatalf("Node %v after registration", m.Node())
+	}
+}
+
+// The machine's swap is in the Node's nodeInfo, as upstream (NodeSwap);
+// none without swap.
+func TestNodeInfoSwap(t *testing.T) {
+	for _, capacity := range []int64{0, 1 << 30} {
+		m, err := New(Config{Client: fake.NewClientset(), NodeName: "n1", Recorder: record.NewFakeRecorder(10),
+			Kubelet: &kubeletv1beta1.KubeletConfiguration{}, Runtime: critest.NewFakeRuntimeService(), Images: critest.NewFakeImageService(),
+			Machine: machine.Facts{MemoryCapacity: 4 << 30, Swap: machine.Swap{Capacity: capacity}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.register(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := m.Node().Status.NodeInfo.Swap
+		switch {
+		case capacity == 0 && got != nil:
+			t.Errorf("no swap, nodeInfo.swap %+v", got)
+		case capacity != 0 && (got == nil || got.Capacity == nil || *got.Capacity != capacity):
+			t.Errorf("swap %d, nodeInfo.swap %+v", capacity, got)
+		}
 	}
 }

@@ -72,6 +72,24 @@ func IsStatic(pod *v1.Pod) bool {
 	return pod.Annotations[ConfigSourceAnnotationKey] == FileSource
 }
 
+// SystemCriticalPriority is the priority from which a pod is critical
+// (system-cluster-critical and system-node-critical are above it), as
+// upstream's scheduling.SystemCriticalPriority.
+const SystemCriticalPriority = 2 * 1000 * 1000 * 1000
+
+// IsCritical reports whether the pod is critical to the node, as upstream's
+// kubetypes.IsCriticalPod: a static or mirror pod, or one with a
+// system-critical priority.
+func IsCritical(pod *v1.Pod) bool {
+	if IsStatic(pod) {
+		return true
+	}
+	if _, ok := pod.Annotations[ConfigMirrorAnnotationKey]; ok {
+		return true
+	}
+	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
+}
+
 // ContainerHash is a stable digest of a container's spec: a running
 // container whose hash differs from its spec's is restarted.
 func ContainerHash(c *v1.Container) string {

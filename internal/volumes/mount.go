@@ -4,13 +4,34 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"sync"
 	"syscall"
 
 	"github.com/nodelet/nodelet/internal/fsutil"
+	"github.com/nodelet/nodelet/internal/machine"
 )
 
-// ensureTmpfs mounts a tmpfs on dir, with extra mount options, unless one
-// is there already; it reports whether it mounted one.
+// tmpfsNoswap tells whether tmpfs takes the noswap option, once, as
+// upstream's IsTmpfsNoswapOptionSupported: see
+// machine.TmpfsNoswapSupported.
+var tmpfsNoswap = sync.OnceValue(func() bool { return machine.TmpfsNoswapSupported("/proc") })
+
+// tmpfsOptions are a memory-backed volume's mount options: opts, and
+// noswap when supported, as upstream's generateTmpfsMountOptions (the
+// volume's pages never go to swap, whether swap is on or not).
+func tmpfsOptions(opts string, noswap bool) string {
+	if !noswap {
+		return opts
+	}
+	if opts == "" {
+		return "noswap"
+	}
+	return opts + ",noswap"
+}
+
+// ensureTmpfs mounts a tmpfs on dir, with extra mount options (and noswap
+// where the kernel has it), unless one is there already; it reports
+// whether it mounted one.
 func ensureTmpfs(dir, opts string) (bool, error) {
 	// Checked on every sync of every pod: a stat of the directory and its
 	// parent, not a read of the whole mount table (which grows with the
@@ -22,7 +43,7 @@ func ensureTmpfs(dir, opts string) (bool, error) {
 	if mounted {
 		return false, nil
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, tmpfsOptions(opts, tmpfsNoswap())); err != nil {
 		return false, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return true, nil
