@@ -7,13 +7,13 @@
 # $VM_DIR/e2e-results.txt, and a table of both agents on stderr. Fails when
 # nodelet fails a check; the upstream kubelet's failures are reported beside
 # them, not fatal (it is the reference, not the subject).
-#   VM_E2E_SCENARIOS  the scenarios of hack/vm/guest/ to run (default: cgroups)
+#   VM_E2E_SCENARIOS  the scenarios of hack/vm/guest/ to run (default: cgroups swap)
 #   VM_E2E_AGENTS     the agents (default: kubelet nodelet)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
 t_start=$(date +%s.%N)
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-SCENARIOS="${VM_E2E_SCENARIOS:-cgroups}"
+SCENARIOS="${VM_E2E_SCENARIOS:-cgroups swap}"
 AGENTS="${VM_E2E_AGENTS:-kubelet nodelet}"
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 
@@ -59,7 +59,7 @@ for s in $SCENARIOS; do
 done
 log "vm-e2e done in $(elapsed "$t_start")s; results in $RESULTS"
 printf '%-72s %-8s %-8s\n' check kubelet nodelet >&2
-awk '$3 == "ok" || $3 == "FAIL" { k = $1 " " substr($0, index($0, $4)); sub(/: .*/, "", k); r[k, $2] = $3; keys[k] = 1 }
+awk '$3 == "ok" || $3 == "FAIL" { k = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", k); sub(/: .*/, "", k); k = $1 " " k; r[k, $2] = $3; keys[k] = 1 }
 	END { for (k in keys) printf "%-72s %-8s %-8s\n", k, r[k, "kubelet"], r[k, "nodelet"] }' "$RESULTS" | sort >&2
 grep ' measure ' "$RESULTS" >&2 || true
 [ "$failed" = 0 ] || die "nodelet failed checks in the guest (see above)"
