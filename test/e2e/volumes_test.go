@@ -95,6 +95,11 @@ func TestClusterVolumes(t *testing.T) {
 	if got := exec("grep ' /mem ' /proc/mounts"); !strings.Contains(got, "size=16384k") {
 		t.Errorf("memory emptyDir not sized by sizeLimit: %s", got)
 	}
+	// As upstream: memory-backed volumes never swap where tmpfs can say so
+	// (kernel 6.4 and newer, outside a user namespace).
+	if noswap := tmpfsNoswap(t); noswap != strings.Contains(exec("grep ' /mem ' /proc/mounts"), "noswap") || noswap != strings.Contains(exec("grep ' /etc/sec ' /proc/mounts"), "noswap") {
+		t.Errorf("tmpfs noswap supported %v, but the memory emptyDir and secret are mounted:\n%s", noswap, exec("grep -E ' /mem | /etc/sec ' /proc/mounts"))
+	}
 	// The service account token authenticates as the pod's service account.
 	token := exec("cat /var/run/secrets/kubernetes.io/serviceaccount/token")
 	ca := exec("cat /var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
@@ -668,4 +673,23 @@ func TestVolumeCleanupAfterRestart(t *testing.T) {
 			t.Errorf("hostPath file %s: %q %v, want %q", f, data, err, want)
 		}
 	}
+}
+
+// tmpfsNoswap tells whether tmpfs takes noswap here: the kernel is 6.4 or
+// newer and this process (as nodelet, on the same host) is in the initial
+// user namespace.
+func tmpfsNoswap(t *testing.T) bool {
+	t.Helper()
+	if m, err := os.ReadFile("/proc/self/uid_map"); err == nil && len(strings.Fields(string(m))) == 3 && strings.Join(strings.Fields(string(m)), " ") != "0 0 4294967295" {
+		return false
+	}
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(string(b), "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("kernel release %q: %v", b, err)
+	}
+	return major > 6 || (major == 6 && minor >= 4)
 }
