@@ -9,7 +9,7 @@
 # limits as unit properties, the pod cgroup's and the container's limits, the
 # same after systemctl daemon-reload and after a containerd restart (the
 # container kept), and the unit and cgroup gone once the manifest is removed.
-# Prints one line per check: "ok NAME: DETAIL" or "FAIL NAME: DETAIL", and
+# Uses hack/vm/guest/lib.sh (piped before it). Prints one line per check: "ok NAME: DETAIL" or "FAIL NAME: DETAIL", and
 # "measure NAME VALUE" lines; exits 0 (the host decides).
 set -u
 AGENT=$1 BIN=$2
@@ -23,67 +23,23 @@ esac
 SLICE=kubepods-burstable-pod${POD_UID//-/_}.slice
 CG=/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/$SLICE
 
-ok() { echo "ok $1: $2"; }
-fail() { echo "FAIL $1: $2"; }
-check() { # check NAME WANT GOT
-	if [ "$2" = "$3" ]; then ok "$1" "$3"; else fail "$1" "got '$3', want '$2'"; fi
-}
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-prop() { systemctl show "$1" -p "$2" --value 2>/dev/null; }
-running_ctr() { crictl ps --state running --name '^c$' --label "io.kubernetes.pod.uid=$POD_UID" -q 2>/dev/null | head -1; }
-cleanup() {
-	systemctl stop "$UNIT" >/dev/null 2>&1
-	systemctl reset-failed "$UNIT" >/dev/null 2>&1
-	crictl rmp -fa >/dev/null 2>&1
-	rm -rf "$ETC" "$ROOT"
-}
-
-cleanup
-mkdir -p "$ETC/manifests" "$ROOT"
-cat >"$ETC/config.yaml" <<C
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: cgroupfs
-staticPodPath: $ETC/manifests
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-C
-cat >"$ETC/manifests/burst.yaml" <<P
-apiVersion: v1
-kind: Pod
-metadata: {name: burst, namespace: default, uid: $POD_UID}
-spec:
-  containers:
-  - name: c
-    image: docker.io/library/busybox:1.36
-    command: [sleep, "3600"]
-    resources:
-      requests: {cpu: 100m, memory: 32Mi}
-      limits: {cpu: 200m, memory: 64Mi}
-P
+agent_cleanup
+static_pod burst "$POD_UID" "{cpu: 100m, memory: 32Mi}" "{cpu: 200m, memory: 64Mi}"
 crictl pull docker.io/library/busybox:1.36 >/dev/null 2>&1 || fail image "cannot pull docker.io/library/busybox:1.36 (the host's registry)"
 
 t0=$(now)
-systemd-run --quiet --unit "$UNIT" "$BIN" --config "$ETC/config.yaml" --root-dir "$ROOT" \
-	--hostname-override "e2e-$AGENT" --v 2 || { fail start "systemd-run $BIN failed"; exit 0; }
-ctr=""
-for _ in $(seq 180); do
-	ctr=$(running_ctr)
-	[ -n "$ctr" ] && break
-	systemctl is-active -q "$UNIT" || break
-	sleep 1
-done
+agent_start cgroupfs || { fail start "systemd-run $BIN failed"; exit 0; }
+ctr=$(wait_running "$POD_UID" 180)
 if [ -z "$ctr" ]; then
 	fail pod-running "no running container after 180 s; $AGENT: $(systemctl is-active "$UNIT"); last log lines:"
-	journalctl -u "$UNIT" --no-pager -n 15 | sed 's/^/    /'
-	cleanup
+	agent_log -n 15 | sed 's/^/    /'
+	agent_cleanup
 	exit 0
 fi
 ok pod-running "container ${ctr:0:12}"
 echo "measure pod-running-s $(since "$t0")"
 
-if journalctl -u "$UNIT" --no-pager | grep -q 'Using cgroup driver setting received from the CRI runtime'; then
+if agent_log | grep -q 'Using cgroup driver setting received from the CRI runtime'; then
 	ok driver-from-runtime "configured cgroupfs, the runtime's systemd used"
 else
 	fail driver-from-runtime "no \"Using cgroup driver setting received from the CRI runtime\" in its log"
@@ -111,7 +67,7 @@ limits daemon-reload
 systemctl restart containerd
 for _ in $(seq 60); do crictl info >/dev/null 2>&1 && break; sleep 1; done
 sleep 5
-check "containerd-restart / container kept" "${ctr:0:12}" "$(running_ctr | cut -c1-12)"
+check "containerd-restart / container kept" "${ctr:0:12}" "$(running_ctr "$POD_UID" | cut -c1-12)"
 limits containerd-restart
 
 t1=$(now)
@@ -126,5 +82,5 @@ if [ -n "$gone" ]; then
 else
 	fail removed "after 120 s: unit $(prop "$SLICE" LoadState)/$(prop "$SLICE" ActiveState), cgroup $([ -d "$CG" ] && echo present || echo gone)"
 fi
-journalctl -u "$UNIT" --no-pager -p err | grep -v '^-- ' | head -5 | sed 's/^/    log: /'
-cleanup
+agent_log -p err | grep -v '^-- ' | head -5 | sed 's/^/    log: /'
+agent_cleanup
