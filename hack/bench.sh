@@ -29,7 +29,7 @@ go run ./bench/pressure -memory-runs "${BENCH_PRESSURE_MEMORY_RUNS:-10}" -runs "
 	-out bench/results/pressure.json -section bench/results/pressure.md
 # TLS bootstrap, side by side (bench/bootstrap).
 go run ./bench/bootstrap -reps "${BENCH_BOOTSTRAP_REPS:-5}" -out bench/results/bootstrap.json -section bench/results/bootstrap.md
-# Certificate rotation, side by side (bench/rotation; ~10 minutes per agent).
+# Certificate rotation, side by side (bench/rotation; ~3 minutes per agent).
 go run ./bench/rotation -out bench/results/rotation.json -section bench/results/rotation.md
 # CSI driver registration, side by side (bench/csiregistration).
 go run ./bench/csiregistration -reps "${BENCH_CSIREG_REPS:-3}" -out bench/results/csiregistration.json -section bench/results/csiregistration.md

@@ -25,8 +25,12 @@ func report(results []Result, now time.Time) string {
 	var b strings.Builder
 	b.WriteString("## Certificate rotation, side by side (bench/rotation)\n\n")
 	fmt.Fprintf(&b, "Written by `go run ./bench/rotation` on %s. Each agent joins as node bench-rotation with the bootstrap\n", now.UTC().Format("2006-01-02"))
-	b.WriteString("token alone, `rotateCertificates` and `serverTLSBootstrap`; certificates live 10 minutes\n")
-	b.WriteString("(`--cluster-signing-duration`), serving CSRs are approved by the benchmark. A pod logs every second; the Node's\n")
+	signing := "?"
+	if len(results) > 0 && results[0].Signing != "" {
+		signing = results[0].Signing
+	}
+	fmt.Fprintf(&b, "token alone, `rotateCertificates` and `serverTLSBootstrap`; certificates live %s\n", signing)
+	b.WriteString("(`--cluster-signing-duration`, backdated 5 minutes by the signer), serving CSRs are approved by the benchmark. A pod logs every second; the Node's\n")
 	b.WriteString("Ready condition is checked every 2 s and the pod's log read through the API server every 10 s until both\n")
 	b.WriteString("certificates were renewed (times from the agent's start):\n\n")
 	b.WriteString("| agent | start -> Ready | client certificate renewed | serving certificate renewed | NotReady checks | log reads failed |\n")

@@ -68,7 +68,10 @@ func serve(t *testing.T, cfg Config) *grpc.ClientConn {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient("unix://"+cfg.Path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Run listens in its goroutine: calls wait for the socket rather than
+	// failing fast on a dial that came first.
+	conn, err := grpc.NewClient("unix://"+cfg.Path, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
 	if err != nil {
 		t.Fatal(err)
 	}

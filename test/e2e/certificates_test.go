@@ -94,9 +94,10 @@ func kubeletAPIWorks(t *testing.T, c *framework.Cluster, ns, pod string) {
 // as kubelet-client-<timestamp>.pem behind kubelet-client-current.pem with
 // the kubeconfig pointing at it; the serving certificate is requested with
 // the node's IP and approved by the test; kubectl logs and exec go through
-// it. The harness's certificates live 10 minutes
-// (--cluster-signing-duration): both are renewed at 70-90% of that while a
-// pod runs, the node stays Ready throughout, and kubectl logs and exec
+// it. The harness's certificates live 3 minutes
+// (--cluster-signing-duration) and the signer backdates them 5: both are
+// renewed at 70-90% of NotBefore..NotAfter (0.6-2.2 minutes after they were
+// issued) while a pod runs, the node stays Ready throughout, and kubectl logs and exec
 // keep working on the new serving certificate.
 func TestTLSBootstrapAndRotation(t *testing.T) {
 	name := "e2e-bootstrap"
@@ -147,7 +148,7 @@ func TestTLSBootstrapAndRotation(t *testing.T) {
 	waitPod(t, c, ns, "ticker", 60*time.Second, "running", podReady)
 	kubeletAPIWorks(t, c, ns, "ticker")
 
-	// The rotations, at 70-90% of the 10-minute lifetime.
+	// The rotations, at 70-90% of the certificates' lifetime.
 	deadline := client.NotAfter.Add(time.Minute)
 	var newClient, newServing *x509.Certificate
 	notReady := 0
