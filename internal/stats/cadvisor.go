@@ -122,6 +122,23 @@ var (
 	cStartTime       = newCadvisorDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", prometheus.GaugeValue)
 	cLastSeen        = newCadvisorDesc("container_last_seen", "Last time a container was seen by the exporter", prometheus.GaugeValue)
 
+	// cadvisor's PSI families (its PressureMetrics), served by upstream's
+	// kubelet where the kernel has PSI: "full" is stalled, "some" waiting.
+	cPressureCPUStalled = newCadvisorDesc("container_pressure_cpu_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to CPU congestion.", prometheus.CounterValue)
+	cPressureCPUWaiting = newCadvisorDesc("container_pressure_cpu_waiting_seconds_total", "Total time duration tasks in the container have waited due to CPU congestion.", prometheus.CounterValue)
+	cPressureMemStalled = newCadvisorDesc("container_pressure_memory_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to memory congestion.", prometheus.CounterValue)
+	cPressureMemWaiting = newCadvisorDesc("container_pressure_memory_waiting_seconds_total", "Total time duration tasks in the container have waited due to memory congestion.", prometheus.CounterValue)
+	cPressureIOStalled  = newCadvisorDesc("container_pressure_io_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to IO congestion.", prometheus.CounterValue)
+	cPressureIOWaiting  = newCadvisorDesc("container_pressure_io_waiting_seconds_total", "Total time duration tasks in the container have waited due to IO congestion.", prometheus.CounterValue)
+	pressureFiles       = []struct {
+		file             string
+		stalled, waiting cadvisorDesc
+	}{
+		{"cpu.pressure", cPressureCPUStalled, cPressureCPUWaiting},
+		{"memory.pressure", cPressureMemStalled, cPressureMemWaiting},
+		{"io.pressure", cPressureIOStalled, cPressureIOWaiting},
+	}
+
 	cadvisorContainerDescs = []cadvisorDesc{cCPUUsage, cCPUUser, cCPUSystem, cCFSPeriods, cCFSThrottled, cCFSThrottledSec,
 		cMemUsage, cMemMaxUsage, cMemWorkingSet, cMemRSS, cMemCache, cMemMapped, cMemSwap, cMemFailcnt, cMemFailures, cOOMEvents,
 		cSpecCPUPeriod, cSpecCPUQuota, cSpecCPUShares, cSpecMemLimit, cSpecMemReserve, cSpecMemSwap,
@@ -130,7 +147,8 @@ var (
 		cProcesses, cThreads, cThreadsMax, cStartTime, cLastSeen,
 		cMemActiveFile, cMemInactiveFile, cMemDirty, cMemWriteback, cMemRefaultAnon, cMemRefaultFile, cMemKernel,
 		cMemEventsHigh, cMemEventsMax, cMemPgscan, cMemPgsteal, cCFSBurstPeriods, cCFSBurstSeconds, cBlkioDevice,
-		cFDs, cSockets, cUlimits, cCreationTime}
+		cFDs, cSockets, cUlimits, cCreationTime,
+		cPressureCPUStalled, cPressureCPUWaiting, cPressureMemStalled, cPressureMemWaiting, cPressureIOStalled, cPressureIOWaiting}
 
 	machineLabels       = []string{"boot_id", "machine_id", "system_uuid"}
 	mCPUCores           = prometheus.NewDesc("machine_cpu_cores", "Number of logical CPU cores.", machineLabels, nil)
@@ -183,8 +201,9 @@ func (c *cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 		c.p.logger.Error(err, "Error listing the runtime's containers for /metrics/cadvisor")
 	}
 	now := c.p.clock.Now()
+	psi := psiEnabled(c.p.cfg.Machine.Cgroups)
 	for _, r := range refs {
-		c.collectCgroup(ch, r, now)
+		c.collectCgroup(ch, r, now, psi)
 	}
 	ch <- prometheus.MustNewConstMetric(cContainerScrapeErr, prometheus.GaugeValue, scrapeErr)
 }
@@ -257,16 +276,8 @@ func (c *cadvisorCollector) cgroups(ctx context.Context) ([]*cgroupRef, error) {
 		return nil, errors.New("no cgroup mount")
 	}
 	refs := []*cgroupRef{{id: "/", root: true}}
-	if c.p.cfg.PodsCgroup != "" {
-		base := cg.Dir("memory", "/")
-		_ = filepath.WalkDir(cg.Dir("memory", c.p.cfg.PodsCgroup), func(path string, d os.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			rel, _ := filepath.Rel(base, path)
-			refs = append(refs, &cgroupRef{id: "/" + filepath.ToSlash(rel)})
-			return nil
-		})
+	for _, id := range podCgroupIDs(cg, c.p.cfg.PodsCgroup) {
+		refs = append(refs, &cgroupRef{id: id})
 	}
 	rt := c.p.cfg.Runtime
 	boxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
@@ -365,8 +376,9 @@ func (c *cadvisorCollector) sandboxImage(ctx context.Context) string {
 }
 
 // collectCgroup emits one cgroup's families. What a file does not give (a
-// controller not mounted, a cgroup gone meanwhile) is left out.
-func (c *cadvisorCollector) collectCgroup(ch chan<- prometheus.Metric, r *cgroupRef, now time.Time) {
+// controller not mounted, a cgroup gone meanwhile) is left out. psi: the
+// kernel has PSI (psiEnabled).
+func (c *cadvisorCollector) collectCgroup(ch chan<- prometheus.Metric, r *cgroupRef, now time.Time, psi bool) {
 	cg := c.p.cfg.Machine.Cgroups
 	lv := r.values()
 	emit := func(d cadvisorDesc, v float64, extra ...string) {
@@ -374,6 +386,9 @@ func (c *cadvisorCollector) collectCgroup(ch chan<- prometheus.Metric, r *cgroup
 	}
 	if cg.V2 {
 		c.collectV2(emit, cg.Dir("", r.id))
+		if psi {
+			collectPressure(emit, cg.Dir("", r.id))
+		}
 	} else {
 		c.collectV1(emit, func(ctrl string) string { return cg.Dir(ctrl, r.id) })
 	}
@@ -588,6 +603,20 @@ func (c *cadvisorCollector) collectV2(emit func(cadvisorDesc, float64, ...string
 	}
 	if v, err := readPidsMax(filepath.Join(dir, "pids.max")); err == nil {
 		emit(cThreadsMax, float64(v))
+	}
+}
+
+// collectPressure reports a v2 cgroup's PSI totals as cadvisor does: the
+// kernel's microseconds in seconds, "full" as stalled and "some" as
+// waiting (cpu.pressure's "full" is 0 before Linux 5.13).
+func collectPressure(emit func(cadvisorDesc, float64, ...string), dir string) {
+	for _, f := range pressureFiles {
+		p, err := readPSI(filepath.Join(dir, f.file))
+		if err != nil || p == nil {
+			continue
+		}
+		emit(f.stalled, float64(p.Full.Total)/1e6)
+		emit(f.waiting, float64(p.Some.Total)/1e6)
 	}
 }
 

@@ -33,6 +33,20 @@
 //     logs, the pod's log files and etc-hosts, and its local ephemeral volumes
 //     (disk-backed emptyDir, configMap, gitRepo), as upstream adds them.
 //
+// PSI (pressure stall information, KEP-4205, GA in 1.36): the cpu, memory
+// and io fields' psi are read from the cgroup v2 pressure files, as upstream
+// reports cAdvisor's: the node's from the root cgroup, the "pods" system
+// container's memory from the pods' cgroup, a pod's and a container's from
+// their own cgroups (found below the pods' cgroup by pod UID and container
+// ID, either driver's names), else the runtime's PSI where CRI gives it.
+// Total is the kernel's cumulative stall in microseconds, the averages
+// percentages; "full" of cpu.pressure is 0 before Linux 5.13. Where the
+// kernel has no pressure files (cgroup v1, PSI off) a found cgroup's PSI is
+// zero, not nil, as upstream's cAdvisor-based figures are. /metrics/cadvisor
+// serves cadvisor's container_pressure_{cpu,memory,io}_{stalled,waiting}_seconds_total
+// ("full" and "some" totals in seconds) only where the root cgroup has
+// cpu.pressure, as upstream decides.
+//
 // usageNanoCores is computed here from the cumulative counters (the runtime's
 // own figure, when it gives one, depends on whichever client called last):
 // the provider keeps, per node, sandbox and container, the sample its last

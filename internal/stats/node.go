@@ -306,6 +306,27 @@ func readPodsMemory(cg machine.Cgroups, name string) (podsMemory, error) {
 	return m, nil
 }
 
+// podCgroupIDs lists the pods' cgroup and every cgroup below it (QoS
+// classes, pods, sandboxes, containers) by their path in the hierarchy
+// ("/kubepods/burstable/pod<uid>/<id>"), parents first: the memory
+// hierarchy's on v1. None without a pods' cgroup.
+func podCgroupIDs(cg machine.Cgroups, podsCgroup string) []string {
+	if cg.Mount == "" || podsCgroup == "" {
+		return nil
+	}
+	var ids []string
+	base := cg.Dir("memory", "/")
+	_ = filepath.WalkDir(cg.Dir("memory", podsCgroup), func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(base, path)
+		ids = append(ids, "/"+filepath.ToSlash(rel))
+		return nil
+	})
+	return ids
+}
+
 // NodeMemoryUsage is the node's memory usage (page cache included) as the
 // summary reports it, read alone: the memory notifiers of the eviction
 // manager compare it with their levels between observations.

@@ -234,6 +234,9 @@ func (p *Provider) pruneRates(s *sample) {
 // build turns a sample into a Summary.
 func (p *Provider) build(ctx context.Context, s *sample, rates map[string]uint64, full bool) *statsv1alpha1.Summary {
 	b := &builder{p: p, s: s, rates: rates, full: full, logger: klog.FromContext(ctx), ctx: ctx, fsByMount: make(map[string]*fsInfo)}
+	if full {
+		b.cgroups = indexPodCgroups(podCgroupIDs(p.cfg.Machine.Cgroups, p.cfg.PodsCgroup))
+	}
 	out := &statsv1alpha1.Summary{Node: b.node(ctx)}
 	var infos map[string]PodInfo
 	if p.cfg.Pods != nil {
@@ -267,6 +270,18 @@ type builder struct {
 
 	rootFs    *fsInfo // statfs(RootDir); nil if unknown
 	fsByMount map[string]*fsInfo
+	// cgroups are the pods' and containers' cgroups (full builds only):
+	// their PSI.
+	cgroups podCgroups
+}
+
+// pressure reads cgroup id's PSI, logging what it cannot read.
+func (b *builder) pressure(id string) pressure {
+	pr, err := readPressure(b.p.cfg.Machine.Cgroups, id)
+	if err != nil {
+		b.logger.V(4).Info("Cannot read the cgroup's PSI", "cgroup", id, "err", err)
+	}
+	return pr
 }
 
 func (b *builder) statfs(path string) *fsInfo {
@@ -285,11 +300,19 @@ func (b *builder) statfs(path string) *fsInfo {
 
 func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 	p, s := b.p, b.s
+	cg := p.cfg.Machine.Cgroups
 	n := statsv1alpha1.NodeStats{NodeName: p.cfg.NodeName}
+	// The root cgroup's PSI, as cadvisor's root container (the kernel's
+	// system-wide figures).
+	var pr pressure
+	if cg.Mount != "" {
+		pr = b.pressure("/")
+	}
 	if s.node.hasCPU {
 		n.CPU = &statsv1alpha1.CPUStats{
 			Time:                 metav1.NewTime(s.at),
 			UsageCoreNanoSeconds: ptr(s.node.cpuNanos),
+			PSI:                  pr.cpu,
 		}
 		if r, ok := b.rates[nodeKey]; ok {
 			n.CPU.UsageNanoCores = ptr(r)
@@ -303,6 +326,7 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 			RSSBytes:        ptr(s.node.rss),
 			PageFaults:      ptr(s.node.pgfault),
 			MajorPageFaults: ptr(s.node.pgmajfault),
+			PSI:             pr.memory,
 		}
 		if total := p.cfg.Machine.MemoryCapacity; total > 0 {
 			n.Memory.AvailableBytes = ptr(sub0(uint64(total), s.node.workingSet))
@@ -316,11 +340,15 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 			if limit == 0 || (p.cfg.Machine.MemoryCapacity > 0 && limit > uint64(p.cfg.Machine.MemoryCapacity)) {
 				limit = uint64(p.cfg.Machine.MemoryCapacity)
 			}
+			psi, err := summaryPSI(cg, p.cfg.PodsCgroup, "memory.pressure")
+			if err != nil {
+				b.logger.V(4).Info("Cannot read the cgroup's PSI", "cgroup", p.cfg.PodsCgroup, "err", err)
+			}
 			n.SystemContainers = append(n.SystemContainers, statsv1alpha1.ContainerStats{
 				Name: statsv1alpha1.SystemContainerPods,
 				Memory: &statsv1alpha1.MemoryStats{
 					Time: metav1.NewTime(s.at), UsageBytes: ptr(pm.usage), WorkingSetBytes: ptr(pm.workingSet),
-					AvailableBytes: ptr(sub0(limit, pm.workingSet)),
+					AvailableBytes: ptr(sub0(limit, pm.workingSet)), PSI: psi,
 				},
 			})
 		}
@@ -341,6 +369,13 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 		n.StartTime = metav1.NewTime(bt)
 	}
 	n.Network = b.nodeNetwork()
+	// As cadvisor's root container, where the kernel accounts I/O (v2, or
+	// a v1 blkio hierarchy).
+	if cg.Mount != "" {
+		if _, err := os.Stat(cg.Dir("blkio", "/")); cg.V2 || err == nil {
+			n.IO = &statsv1alpha1.IOStats{Time: metav1.NewTime(s.at), PSI: pr.io}
+		}
+	}
 	if p.cfg.RootDir != "" {
 		b.rootFs = b.statfs(p.cfg.RootDir)
 		if b.rootFs != nil {
@@ -460,6 +495,9 @@ func (b *builder) pod(rp *rawPod, info PodInfo) statsv1alpha1.PodStats {
 		if pr := linux.GetProcess(); pr.GetProcessCount() != nil {
 			ps.ProcessStats = &statsv1alpha1.ProcessStats{ProcessCount: ptr(pr.ProcessCount.Value)}
 		}
+		if io := linux.GetIo(); io != nil && b.full {
+			ps.IO = &statsv1alpha1.IOStats{Time: metav1.NewTime(timeOr(io.Timestamp, b.s.at)), PSI: criPSI(io.Psi)}
+		}
 	} else {
 		sumContainers(&ps)
 		if ps.Memory != nil && info.Pod != nil {
@@ -470,6 +508,18 @@ func (b *builder) pod(rp *rawPod, info PodInfo) statsv1alpha1.PodStats {
 	}
 
 	if b.full {
+		// The pod cgroup's PSI, as upstream reports cadvisor's for it
+		// (the runtime's otherwise; none when summed from the containers).
+		if id, ok := b.cgroups.byUID[meta.GetUid()]; ok {
+			pr := b.pressure(id)
+			if ps.CPU != nil {
+				ps.CPU.PSI = pr.cpu
+			}
+			if ps.Memory != nil {
+				ps.Memory.PSI = pr.memory
+			}
+			ps.IO = &statsv1alpha1.IOStats{Time: metav1.NewTime(b.s.at), PSI: pr.io}
+		}
 		b.podStorage(&ps, rp, info)
 	}
 	return ps
@@ -509,12 +559,20 @@ func sumContainers(ps *statsv1alpha1.PodStats) {
 	if ps.Memory != nil && !allAvailable {
 		ps.Memory.AvailableBytes = nil
 	}
+	// As upstream: the first container's IO time, without PSI.
+	for _, c := range ps.Containers {
+		if c.IO != nil {
+			ps.IO = &statsv1alpha1.IOStats{Time: c.IO.Time}
+			break
+		}
+	}
 }
 
 func (b *builder) cpu(cpu *runtimeapi.CpuUsage, key string) *statsv1alpha1.CPUStats {
 	out := &statsv1alpha1.CPUStats{
 		Time:                 metav1.NewTime(timeOr(cpu.Timestamp, b.s.at)),
 		UsageCoreNanoSeconds: uint64Value(cpu.UsageCoreNanoSeconds),
+		PSI:                  criPSI(cpu.Psi),
 	}
 	if r, ok := b.rates[key]; ok {
 		out.UsageNanoCores = ptr(r)
@@ -536,6 +594,7 @@ func (b *builder) memory(mem *runtimeapi.MemoryUsage, limit *uint64) *statsv1alp
 		RSSBytes:        uint64Value(mem.RssBytes),
 		PageFaults:      uint64Value(mem.PageFaults),
 		MajorPageFaults: uint64Value(mem.MajorPageFaults),
+		PSI:             criPSI(mem.Psi),
 	}
 	switch {
 	case limit != nil:
@@ -604,6 +663,18 @@ func (b *builder) container(rc rawContainer, meta *runtimeapi.PodSandboxMetadata
 	}
 	if !b.full {
 		return cs
+	}
+
+	// PSI: the container cgroup's, as upstream reports cadvisor's for it,
+	// else the runtime's. IO is always there, as upstream's.
+	cs.IO = &statsv1alpha1.IOStats{Time: metav1.NewTime(b.s.at)}
+	if io := st.GetIo(); io != nil {
+		cs.IO = &statsv1alpha1.IOStats{Time: metav1.NewTime(timeOr(io.Timestamp, b.s.at)), PSI: criPSI(io.Psi)}
+	}
+	if id, ok := b.cgroups.byID[rc.meta.Id]; ok {
+		pr := b.pressure(id)
+		cs.CPU.PSI, cs.Memory.PSI = pr.cpu, pr.memory
+		cs.IO = &statsv1alpha1.IOStats{Time: metav1.NewTime(b.s.at), PSI: pr.io}
 	}
 
 	cs.Rootfs = &statsv1alpha1.FsStats{Time: metav1.NewTime(b.s.at)}

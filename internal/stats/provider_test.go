@@ -430,6 +430,10 @@ func TestSummaryFallbackToContainerStats(t *testing.T) {
 			if a.Network != nil {
 				t.Errorf("pod a network = %+v, want none", a.Network)
 			}
+			// No PSI can be summed: the pod's IO has its containers' time only, as upstream.
+			if a.CPU.PSI != nil || a.IO == nil || a.IO.PSI != nil || !a.IO.Time.Equal(&a.Containers[0].IO.Time) {
+				t.Errorf("pod a cpu psi %+v, io %+v", a.CPU.PSI, a.IO)
+			}
 			if b := findPod(t, s, "b"); b.Memory.AvailableBytes != nil {
 				t.Errorf("pod b available = %d, want nil", *b.Memory.AvailableBytes)
 			}
