@@ -108,14 +108,19 @@ func PodGracePeriod(pod *v1.Pod, g Group) int64 {
 }
 
 // SetStatus is the final status of a pod stopped for the shutdown: Failed
-// unless it had succeeded, reason Terminated, upstream's message, and the
-// DisruptionTarget condition (TerminationByKubelet) of the pod's
-// generation.
+// with reason Terminated and upstream's message, unless its containers all
+// exited 0 (Succeeded, without a reason: upstream keeps a reason only with
+// the phase it came with); either way the DisruptionTarget condition
+// (TerminationByKubelet) of the pod's generation.
 func SetStatus(status *v1.PodStatus, generation int64, now time.Time) {
-	if status.Phase != v1.PodSucceeded {
+	if status.Phase == v1.PodSucceeded {
+		if status.Reason == Reason {
+			status.Reason, status.Message = "", ""
+		}
+	} else {
 		status.Phase = v1.PodFailed
+		status.Reason, status.Message = Reason, Message
 	}
-	status.Reason, status.Message = Reason, Message
 	podspec.SetCondition(status, v1.PodCondition{
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: Message,
 		LastTransitionTime: metav1.NewTime(now), ObservedGeneration: generation,

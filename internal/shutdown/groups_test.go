@@ -103,9 +103,15 @@ func TestSetStatus(t *testing.T) {
 	if len(st.Conditions) != 2 || !st.Conditions[1].LastTransitionTime.Time.Equal(now) {
 		t.Errorf("again: %+v", st.Conditions)
 	}
-	done := &v1.PodStatus{Phase: v1.PodSucceeded}
-	SetStatus(done, 1, now)
-	if done.Phase != v1.PodSucceeded {
-		t.Errorf("a succeeded pod became %s", done.Phase)
+	// Its containers exited 0 on SIGTERM: Succeeded, no reason nor
+	// message (as upstream's in the real-node bed), the condition set.
+	for _, done := range []*v1.PodStatus{{Phase: v1.PodSucceeded}, {Phase: v1.PodSucceeded, Reason: Reason, Message: Message}} {
+		SetStatus(done, 1, now)
+		if done.Phase != v1.PodSucceeded || done.Reason != "" || done.Message != "" {
+			t.Errorf("a succeeded pod became %s %q %q", done.Phase, done.Reason, done.Message)
+		}
+		if len(done.Conditions) != 1 || done.Conditions[0].Type != v1.DisruptionTarget {
+			t.Errorf("a succeeded pod's conditions %+v", done.Conditions)
+		}
 	}
 }
