@@ -40,7 +40,7 @@ VM_SSH_CTL="$VM_DIR/ssh.ctl"
 # ssh key and the guest's host key.
 VM_IMAGE_LINK="$VM_DIR/image"
 
-VM_HOST_PKGS=(qemu-system-x86 qemu-utils debootstrap socat e2fsprogs iptables iproute2 openssh-client libseccomp-dev pkg-config gcc libc6-dev)
+VM_HOST_PKGS=(qemu-system-x86 qemu-utils debootstrap socat e2fsprogs iptables iproute2 openssh-client libseccomp-dev pkg-config gcc libc6-dev python3)
 
 # vm_install_packages: installs the host's packages the bed needs when
 # missing; a failed install fails (with CI=true or not: nothing works without them).
