@@ -898,23 +898,13 @@ func (m *Manager) youngerThan(dirs []string, t time.Time) bool {
 	return false
 }
 
-// podUIDFromDir is the pod UID of a pod cgroup's directory name:
-// pod<uid> (cgroupfs) or <parent slices>-pod<uid_>.slice (systemd).
+// podUIDFromDir is the pod UID of a pod cgroup's directory name as this
+// manager's driver names it (PodUIDFromDir).
 func (m *Manager) podUIDFromDir(name string) (types.UID, bool) {
-	if m.cfg.Driver == DriverSystemd {
-		base, ok := strings.CutSuffix(name, ".slice")
-		if !ok {
-			return "", false
-		}
-		i := strings.LastIndex(base, "-"+podCgroupPrefix)
-		if i < 0 {
-			return "", false
-		}
-		uid := base[i+1+len(podCgroupPrefix):]
-		return types.UID(strings.ReplaceAll(uid, "_", "-")), uid != ""
+	if (m.cfg.Driver == DriverSystemd) != strings.HasSuffix(name, ".slice") {
+		return "", false
 	}
-	uid, ok := strings.CutPrefix(name, podCgroupPrefix)
-	return types.UID(uid), ok && uid != ""
+	return PodUIDFromDir(name)
 }
 
 func exists(p string) bool {

@@ -2,6 +2,8 @@ package cgroups
 
 import (
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // CgroupName is a cgroup as the components of its path below the
@@ -56,4 +58,23 @@ func (n CgroupName) ToSystemd() string {
 func (n CgroupName) SystemdUnit() string {
 	s := n.ToSystemd()
 	return s[strings.LastIndex(s, "/")+1:]
+}
+
+// PodUIDFromDir is the pod UID a pod cgroup's directory name carries, as
+// either driver names it: pod<uid> (cgroupfs) or <parent
+// slices>-pod<uid, - as _>.slice (systemd).
+func PodUIDFromDir(name string) (types.UID, bool) {
+	if base, ok := strings.CutSuffix(name, ".slice"); ok {
+		i := strings.LastIndex(base, "-"+podCgroupPrefix)
+		if i < 0 {
+			return "", false
+		}
+		uid := base[i+1+len(podCgroupPrefix):]
+		return types.UID(strings.ReplaceAll(uid, "_", "-")), uid != ""
+	}
+	uid, ok := strings.CutPrefix(name, podCgroupPrefix)
+	if !ok || uid == "" || strings.ContainsAny(uid, "./") {
+		return "", false
+	}
+	return types.UID(uid), true
 }

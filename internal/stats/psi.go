@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/machine"
 )
 
@@ -162,9 +163,9 @@ func indexPodCgroups(ids []string) podCgroups {
 	out := podCgroups{byUID: map[string]string{}, byID: map[string]string{}}
 	for _, id := range ids {
 		base := path.Base(id)
-		if uid, ok := podUIDOfCgroup(base); ok {
-			if _, dup := out.byUID[uid]; !dup {
-				out.byUID[uid] = id
+		if uid, ok := cgroups.PodUIDFromDir(base); ok {
+			if _, dup := out.byUID[string(uid)]; !dup {
+				out.byUID[string(uid)] = id
 			}
 			continue
 		}
@@ -179,23 +180,4 @@ func indexPodCgroups(ids []string) podCgroups {
 		}
 	}
 	return out
-}
-
-// podUIDOfCgroup is the pod UID a pod cgroup's name carries, as the drivers
-// name it: "pod<uid>" (cgroupfs) or "kubepods-<qos>-pod<uid, - as _>.slice"
-// (systemd).
-func podUIDOfCgroup(base string) (string, bool) {
-	if s, ok := strings.CutSuffix(base, ".slice"); ok {
-		s = s[strings.LastIndex(s, "-")+1:]
-		uid, ok := strings.CutPrefix(s, "pod")
-		if !ok || uid == "" {
-			return "", false
-		}
-		return strings.ReplaceAll(uid, "_", "-"), true
-	}
-	uid, ok := strings.CutPrefix(base, "pod")
-	if !ok || uid == "" || strings.ContainsAny(uid, "./") {
-		return "", false
-	}
-	return uid, true
 }

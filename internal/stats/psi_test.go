@@ -79,28 +79,6 @@ func TestReadPSI(t *testing.T) {
 	}
 }
 
-func TestPodUIDOfCgroup(t *testing.T) {
-	for _, tc := range []struct {
-		base, want string
-		ok         bool
-	}{
-		{"pod0f5a2c3e-1111-2222-3333-444455556666", "0f5a2c3e-1111-2222-3333-444455556666", true},
-		{"kubepods-burstable-pod0f5a2c3e_1111_2222_3333_444455556666.slice", "0f5a2c3e-1111-2222-3333-444455556666", true},
-		{"kubepods-pod0f5a2c3e_1111_2222_3333_444455556666.slice", "0f5a2c3e-1111-2222-3333-444455556666", true},
-		{"kubepods-burstable.slice", "", false},
-		{"kubepods.slice", "", false},
-		{"burstable", "", false},
-		{"pod", "", false},
-		{"cri-containerd-" + containerID + ".scope", "", false},
-		{containerID, "", false},
-	} {
-		got, ok := podUIDOfCgroup(tc.base)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("podUIDOfCgroup(%q) = %q, %v; want %q, %v", tc.base, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestIndexPodCgroups(t *testing.T) {
 	const uid = "0f5a2c3e-1111-2222-3333-444455556666"
 	for _, tc := range []struct {
