@@ -28,6 +28,9 @@ import (
 type Options struct {
 	// ConfigFile is the path given with --config, if any.
 	ConfigFile string
+	// ConfigDir is --config-dir: KubeletConfiguration drop-ins applied
+	// over ConfigFile's, in lexical order (flags still win).
+	ConfigDir string
 	// KubeconfigPath is --kubeconfig; empty means standalone mode.
 	KubeconfigPath string
 	// BootstrapKubeconfig is --bootstrap-kubeconfig: the credentials a
@@ -164,6 +167,19 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 			o.Offline.Secrets = *off.Secrets
 		}
 	}
+	if scratch.ConfigDir != "" {
+		off, set, err := mergeDropIns(ctx, &o.Config, scratch.ConfigDir)
+		if err != nil {
+			return nil, err
+		}
+		serializeSet = serializeSet || set
+		if off.Autonomy != nil {
+			o.Offline.Autonomy = *off.Autonomy
+		}
+		if off.Secrets != nil {
+			o.Offline.Secrets = *off.Secrets
+		}
+	}
 	// Second pass: flags registered with the file's values as their defaults,
 	// so only flags actually given override the file.
 	fs = o.flagSet()
@@ -228,6 +244,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.SetOutput(os.Stderr)
 	c := &o.Config
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Path to a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file. Flags override its values.")
+	fs.StringVar(&o.ConfigDir, "config-dir", o.ConfigDir, "Path to a directory containing drop-in configuration files that override settings from defaults and the --config file. Drop-in files must have a '.conf' suffix (e.g., '99-kubelet-address.conf'); all .conf files in the directory and its subdirectories are processed in lexical order, other files are ignored. Flags override them.")
 	fs.StringVar(&o.KubeconfigPath, "kubeconfig", o.KubeconfigPath, "Path to a kubeconfig for the API server. Empty runs standalone (static pods only).")
 	fs.StringVar(&o.BootstrapKubeconfig, "bootstrap-kubeconfig", o.BootstrapKubeconfig, "Kubeconfig with bootstrap credentials: used to request a client certificate (written to --cert-dir, with --kubeconfig pointing at it) when --kubeconfig is missing or its certificate is invalid or expired.")
 	fs.BoolVar(&c.RotateCertificates, "rotate-certificates", c.RotateCertificates, "Renew the client certificate through CSRs as it nears expiry.")
@@ -675,6 +692,10 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	case "", "NoSwap", "LimitedSwap":
 	default: // As upstream (NodeSwap is GA).
 		errs = append(errs, fmt.Errorf("invalid configuration: memorySwap.swapBehavior %q must be one of: \"\", %q or %q", c.MemorySwap.SwapBehavior, "LimitedSwap", "NoSwap"))
+	}
+	// NodeLogQuery is GA and locked on: only the handler must be on.
+	if ptr.Deref(c.EnableSystemLogQuery, false) && !ptr.Deref(c.EnableSystemLogHandler, true) {
+		errs = append(errs, errors.New("invalid configuration: enableSystemLogHandler is required for enableSystemLogQuery"))
 	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		errs = append(errs, fmt.Errorf("cgroupDriver must be cgroupfs or systemd, got %q", c.CgroupDriver))

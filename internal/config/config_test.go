@@ -119,6 +119,8 @@ func TestBadConfigFiles(t *testing.T) {
 		"wrong kind":     {"apiVersion: v1\nkind: Pod\n", "want kind KubeletConfiguration"},
 		"bad duration":   {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequency: soon\n", "kubelet config file"},
 		"invalid values": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: -1\npodLogsDir: relative\n", "maxPods must not be negative"},
+		"log query without handler": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableSystemLogQuery: true\nenableSystemLogHandler: false\n",
+			"invalid configuration: enableSystemLogHandler is required for enableSystemLogQuery"},
 		"swap behaviour": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmemorySwap: {swapBehavior: UnlimitedSwap}\n",
 			`invalid configuration: memorySwap.swapBehavior "UnlimitedSwap" must be one of: "", "LimitedSwap" or "NoSwap"`},
 	} {

@@ -30,8 +30,10 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/nodelog"
 )
 
 // Stats gives /stats/summary and the /metrics/resource collector.
@@ -60,7 +62,8 @@ type Config struct {
 	// Hostname and NodeIPs go into a self-signed certificate.
 	Hostname string
 	NodeIPs  []net.IP
-	// LogDir is served at /logs/ when enableSystemLogHandler is on.
+	// LogDir is served at /logs/ when enableSystemLogHandler is on (with
+	// enableSystemLogQuery, node log queries too: package nodelog).
 	LogDir string
 	// Client is nil in standalone mode.
 	Client apiclient.Interface
@@ -98,6 +101,8 @@ type Server struct {
 	auth    *auth
 	// resource is the /metrics/resource registry, cadvisor /metrics/cadvisor's.
 	resource, cadvisor *prometheus.Registry
+	// logQuery serves /logs/ with enableSystemLogQuery (nil without).
+	logQuery *nodelog.Handler
 }
 
 // New checks the configuration and builds the server. It does not listen.
@@ -128,6 +133,11 @@ func New(cfg Config) (*Server, error) {
 		s.resource.MustRegister(cfg.Stats.ResourceCollector())
 		s.cadvisor.MustRegister(cfg.Stats.CadvisorCollector())
 	}
+	if ptr.Deref(kc.EnableSystemLogQuery, false) {
+		if s.logQuery, err = nodelog.New(nodelog.Config{LogDir: cfg.LogDir}); err != nil {
+			return nil, fmt.Errorf("server: enableSystemLogQuery: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -157,11 +167,26 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		if kc.EnableSystemLogHandler == nil || *kc.EnableSystemLogHandler {
+		switch {
+		case kc.EnableSystemLogHandler != nil && !*kc.EnableSystemLogHandler:
+			mux.Handle("/logs/", disabled("logs endpoint is disabled."))
+		case s.logQuery != nil:
+			mux.Handle("GET /logs/", http.StripPrefix("/logs/", s.logQuery))
+		default:
 			mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(s.cfg.LogDir))))
+		}
+	} else {
+		// As upstream: 405 with its message rather than 404.
+		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/debug/pprof/", "/logs/"} {
+			mux.Handle(p, disabled("Debug endpoints are disabled."))
 		}
 	}
 	return mux
+}
+
+// disabled answers an endpoint the configuration turned off, as upstream.
+func disabled(msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, msg, http.StatusMethodNotAllowed) })
 }
 
 // installReadOnly adds what the read-only port serves too.
