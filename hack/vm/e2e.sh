@@ -11,7 +11,7 @@
 # $VM_DIR/e2e-results.txt, and a table of both agents on stderr. Fails when
 # nodelet fails a check; the upstream kubelet's failures are reported beside
 # them, not fatal (it is the reference, not the subject).
-#   VM_E2E_SCENARIOS  the scenarios to run (default: cgroups swap node; eviction is unfinished)
+#   VM_E2E_SCENARIOS  the scenarios to run (default: cgroups swap node; eviction, half an hour, on demand)
 #   VM_E2E_AGENTS     the agents (default: kubelet nodelet)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root

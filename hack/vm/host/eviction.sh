@@ -2,9 +2,9 @@
 # eviction.sh AGENT: memory eviction on cgroup v2, run on the host by
 # hack/vm/e2e.sh. The guest's node joins the host's control plane (as in
 # node.sh) with evictionHard memory.available 600Mi; then, RUNS times, a
-# BestEffort hog bound to it grows its memory by 10 MiB every 0.1 s
-# (busybox tail buffering a stream without newlines, as the host's
-# TestEvictionAllocatableMemory) without a limit, and the run counts as
+# BestEffort hog bound to it grows its anonymous memory 1 MiB at a time,
+# as fast as the guest allows (busybox awk keeping 1 MiB strings in an
+# array: about 50 MiB/s under TCG), without a limit, and the run counts as
 # evicted when the pod ends Failed with reason Evicted while the guest's
 # kernel OOM-killed nothing (/proc/vmstat oom_kill unchanged). cgroup v2
 # has no memory threshold notification: the upstream kubelet sees the
@@ -21,7 +21,7 @@ THRESHOLD=600Mi
 join "evictionHard: {memory.available: $THRESHOLD, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 evictionPressureTransitionPeriod: 5s" || { leave; exit 0; }
 
-HOG='(i=0; while [ $i -lt 600 ]; do head -c 10485760 /dev/zero || exit 1; sleep 0.1; i=$((i+1)); done; sleep 3600) | tail >/dev/null'
+HOG='awk "BEGIN { s = sprintf(\"%1048576s\", \"\"); for (i = 0; i < 4096; i++) a[i] = s i; system(\"sleep 3600\") }"'
 oom_kills() { vm_ssh "grep '^oom_kill ' /proc/vmstat" | cut -d' ' -f2; }
 pressure() { k get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="MemoryPressure")].status}' 2>/dev/null; }
 
