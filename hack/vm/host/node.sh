@@ -14,7 +14,10 @@
 #      serving CSRs approved here as an operator does) and is Ready; a pod
 #      bound to it runs; kubectl logs, exec and port-forward reach it through
 #      the API server and the agent's 10250; the agent's own log is in
-#      journald (journalctl -u).
+#      journald (journalctl -u) and the node log query (enableSystemLogQuery)
+#      answers through the API server as upstream's e2e tests
+#      ([Feature:NodeLogQuery], test/e2e/node/kubelet.go) expect: the same
+#      text as journalctl run in the guest with the same options.
 #   3. `systemctl poweroff` in the guest with a regular pod and a
 #      system-cluster-critical one on the node: the agent's delay inhibitor
 #      holds logind, the node reports it is shutting down, both pods end with
@@ -27,13 +30,15 @@ AGENT=$1
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 GRACE=20 CRITICAL_GRACE=8
 join "shutdownGracePeriod: ${GRACE}s
-shutdownGracePeriodCriticalPods: ${CRITICAL_GRACE}s" || { leave; exit 0; }
+shutdownGracePeriodCriticalPods: ${CRITICAL_GRACE}s
+enableSystemLogQuery: true" || { leave; exit 0; }
 
 # A pod bound to the node: it logs, serves a file over HTTP, exits on TERM.
 WEB='mkdir -p /www && echo hello-web >/www/index.html && httpd -p 8080 -h /www; trap "exit 0" TERM; while true; do echo tick; sleep 1; done'
 CRITICAL=${WEB/exit 0/exit 1}
 RES="{requests: {cpu: 50m, memory: 16Mi}, limits: {cpu: 200m, memory: 64Mi}}"
 t0=$(now)
+t_pods=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 pod "$NS" web "$WEB" "" "$RES" | k apply -f - >/dev/null
 pod kube-system "$NS-critical" "$CRITICAL" system-cluster-critical "$RES" | k apply -f - >/dev/null
 if ! k wait -n "$NS" pod/web --for=condition=Ready --timeout=180s >/dev/null 2>&1 ||
@@ -62,6 +67,30 @@ kill $pf 2>/dev/null
 [ "$out" = hello-web ] && ok "kubectl port-forward" "$out" || fail "kubectl port-forward" "curl through 127.0.0.1:$port got '$out'"
 n=$(vm_ssh journalctl -u "$SERVICE" --no-pager -o cat 2>/dev/null | wc -l)
 [ "$n" -gt 0 ] && ok "journalctl -u $SERVICE" "$n lines" || fail "journalctl -u $SERVICE" "no lines"
+# The node log query, as upstream's [Feature:NodeLogQuery] tests ask it
+# (their `kubelet` is this agent's unit): the answer through the API server
+# equals journalctl's in the guest (tried three times: the agent may log
+# between the two).
+unit=${SERVICE%.service}
+logq() { k get --raw "/api/v1/nodes/$NODE/proxy/logs/?$1" 2>&1; }
+same_as_journal() { # NAME QUERY JOURNALCTL-ARGS
+	local got want
+	for _ in 1 2 3; do
+		got=$(logq "$2")
+		want=$(vm_ssh "journalctl --utc --no-pager --output=short-precise $3" 2>&1)
+		[ "$got" = "$want" ] && [ -n "$got" ] && { ok "$1" "$(echo "$got" | wc -l) lines, as journalctl $3"; return; }
+		sleep 1
+	done
+	fail "$1" "got '$(echo "$got" | tail -2)', journalctl $3: '$(echo "$want" | tail -2)'"
+}
+if out=$(logq query); then fail "log query empty" "answered: $out"; else ok "log query empty" "refused: $out"; fi
+case $(logq "query=$unit") in *"$unit"*) ok "log query service" "query=$unit has the unit's lines" ;; *) fail "log query service" "$(logq "query=$unit" | tail -2)" ;; esac
+same_as_journal "log query tailLines" "query=$unit&tailLines=3" "-u $unit -n 3"
+same_as_journal "log query pattern" "query=$unit&boot=0&pattern=Started" "-u $unit --grep Started --boot 0"
+same_as_journal "log query sinceTime" "query=$unit&sinceTime=$t_pods" "-u $unit --since '$(date -u -d "$t_pods" '+%Y-%-m-%-d %H:%-M:%-S')'"
+out=$(logq "query=/dpkg.log")
+want=$(vm_ssh cat /var/log/dpkg.log)
+[ -n "$want" ] && [ "$out" = "$want" ] && ok "log query file" "query=/dpkg.log is /var/log/dpkg.log" || fail "log query file" "query=/dpkg.log: $(echo "$out" | tail -1)"
 uid=$(k get pod -n "$NS" web -o jsonpath='{.metadata.uid}')
 slice=kubepods-burstable-pod${uid//-/_}.slice
 got=$(vm_ssh systemctl show "$slice" -p MemoryMax --value)
