@@ -9,7 +9,7 @@ import (
 // FromKubelet is the Config the KubeletConfiguration asks for:
 // cgroupDriver, cgroupRoot, cgroupsPerQOS, the reservations and
 // enforceNodeAllocatable, cpuCFSQuota, cpuCFSQuotaPeriod, podPidsLimit and
-// memorySwap.swapBehavior,
+// memorySwap.swapBehavior and kubeletCgroups,
 // on the machine m; event is Config.Event.
 func FromKubelet(kc *kubeletv1beta1.KubeletConfiguration, m machine.Facts, event func(eventType, reason, message string)) Config {
 	c := Config{
@@ -25,6 +25,7 @@ func FromKubelet(kc *kubeletv1beta1.KubeletConfiguration, m machine.Facts, event
 		Event:                  event,
 		DisableCPUCFSQuota:     kc.CPUCFSQuota != nil && !*kc.CPUCFSQuota,
 		SwapBehavior:           kc.MemorySwap.SwapBehavior,
+		KubeletCgroups:         kc.KubeletCgroups,
 	}
 	if kc.CPUCFSQuotaPeriod != nil {
 		c.CPUCFSQuotaPeriod = kc.CPUCFSQuotaPeriod.Duration

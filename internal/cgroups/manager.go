@@ -88,6 +88,11 @@ type Config struct {
 	PodPidsLimit int64
 	// SwapBehavior is memorySwap.swapBehavior ("", NoSwap or LimitedSwap).
 	SwapBehavior string
+	// KubeletCgroups is kubeletCgroups: the cgroup (a cgroupfs path,
+	// "/kubelet.slice", whatever the driver, as upstream's system
+	// containers) this process moves itself into at start, made when
+	// missing. Empty: it stays where it was started.
+	KubeletCgroups string
 	// Clock is the clock of the orphan grace (the real clock when nil).
 	Clock clock.PassiveClock
 
@@ -210,6 +215,9 @@ func (m *Manager) Start(ctx context.Context) error {
 }
 
 func (m *Manager) start(ctx context.Context) error {
+	if err := m.enterKubeletCgroup(ctx); err != nil {
+		return err
+	}
 	if !m.cfg.CgroupsPerQOS {
 		return nil
 	}
@@ -263,6 +271,27 @@ func (m *Manager) start(ctx context.Context) error {
 	}
 	m.burstableShares = 0
 	return m.updateBurstableLocked()
+}
+
+// enterKubeletCgroup moves this process (all its threads) into
+// kubeletCgroups in every hierarchy, as upstream's container manager does.
+func (m *Manager) enterKubeletCgroup(ctx context.Context) error {
+	name := m.cfg.KubeletCgroups
+	if name == "" {
+		return nil
+	}
+	pid := strconv.Itoa(os.Getpid())
+	for _, h := range m.hierarchies {
+		dir := filepath.Join(h, filepath.FromSlash(strings.TrimPrefix(name, "/")))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("kubeletCgroups %s: %w", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(pid), 0); err != nil {
+			return fmt.Errorf("kubeletCgroups %s: moving nodelet (pid %s) into %s: %w", name, pid, dir, err)
+		}
+	}
+	klog.FromContext(ctx).Info("Moved into kubeletCgroups", "cgroup", name, "pid", pid)
+	return nil
 }
 
 func (m *Manager) event(eventType, reason, message string) {

@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"os"
 	"path/filepath"
@@ -620,5 +621,27 @@ func TestCapacity(t *testing.T) {
 	m = newManager(t, k, func(c *Config) { c.Machine.PIDMax = 0 })
 	if _, ok := m.capacity()[resourcePID]; ok {
 		t.Errorf("pid capacity without pid_max: %v", m.capacity())
+	}
+}
+
+// kubeletCgroups: nodelet moves itself into it at start, in every
+// hierarchy, making it when missing, with either driver (a cgroupfs path,
+// as upstream's system containers).
+func TestKubeletCgroups(t *testing.T) {
+	for _, v2 := range []bool{true, false} {
+		for _, driver := range []string{DriverCgroupfs, DriverSystemd} {
+			t.Run(fmt.Sprintf("v2=%v/%s", v2, driver), func(t *testing.T) {
+				k := newFakeKernel(t, v2)
+				m := newManager(t, k, func(c *Config) { c.Driver, c.KubeletCgroups = driver, "/kubelet.slice" })
+				if err := m.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				for _, h := range k.hierarchyDirs() {
+					if got := k.read(filepath.Join(h, "kubelet.slice", "cgroup.procs")); got != strconv.Itoa(os.Getpid()) {
+						t.Errorf("%s: cgroup.procs %q, want this process", h, got)
+					}
+				}
+			})
+		}
 	}
 }

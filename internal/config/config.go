@@ -28,6 +28,9 @@ import (
 type Options struct {
 	// ConfigFile is the path given with --config, if any.
 	ConfigFile string
+	// RuntimeCgroups is --runtime-cgroups: the runtime's cgroup, for its
+	// stats (the summary's "runtime" system container).
+	RuntimeCgroups string
 	// ConfigDir is --config-dir: KubeletConfiguration drop-ins applied
 	// over ConfigFile's, in lexical order (flags still win).
 	ConfigDir string
@@ -323,6 +326,9 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd.")
 	fs.BoolVar(c.CgroupsPerQOS, "cgroups-per-qos", *c.CgroupsPerQOS, "Create the QoS cgroup hierarchy.")
 	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "Root cgroup for pods.")
+	fs.StringVar(&c.KubeletCgroups, "kubelet-cgroups", c.KubeletCgroups, "Absolute name of the cgroup nodelet moves itself into at start (created when missing); reported as the summary's kubelet system container.")
+	fs.StringVar(&c.SystemCgroups, "system-cgroups", c.SystemCgroups, "Absolute name of the cgroup for the node's non-kernel processes outside a cgroup: not supported by nodelet (refused at start).")
+	fs.StringVar(&o.RuntimeCgroups, "runtime-cgroups", o.RuntimeCgroups, "Absolute name of the container runtime's cgroup (/system.slice/containerd.service): reported as the summary's runtime system container.")
 	fs.BoolVar(c.FailCgroupV1, "fail-cgroupv1", *c.FailCgroupV1, "Refuse to start on a host using cgroup v1 (default true, as upstream; false runs on cgroup v1).")
 	fs.BoolVar(c.FailSwapOn, "fail-swap-on", *c.FailSwapOn, "Refuse to start when swap is on (/proc/swaps), as upstream's failSwapOn; false starts with swap on, each container getting memorySwap.swapBehavior (NoSwap by default).")
 	// Deprecated upstream flags accepted for compatibility.
@@ -692,6 +698,16 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	case "", "NoSwap", "LimitedSwap":
 	default: // As upstream (NodeSwap is GA).
 		errs = append(errs, fmt.Errorf("invalid configuration: memorySwap.swapBehavior %q must be one of: \"\", %q or %q", c.MemorySwap.SwapBehavior, "LimitedSwap", "NoSwap"))
+	}
+	// As upstream; then nodelet's own refusal: it does not move the node's
+	// processes into a system cgroup.
+	if c.SystemCgroups != "" && c.CgroupRoot == "" {
+		errs = append(errs, errors.New("invalid configuration: systemCgroups (--system-cgroups) was specified and cgroupRoot (--cgroup-root) was not specified"))
+	} else if c.SystemCgroups != "" {
+		errs = append(errs, fmt.Errorf("systemCgroups (--system-cgroups) %q is not supported by nodelet: it does not move the node's processes into a system cgroup; unset it (systemd nodes keep them in their slices)", c.SystemCgroups))
+	}
+	if c.KubeletCgroups != "" && !strings.HasPrefix(c.KubeletCgroups, "/") {
+		errs = append(errs, fmt.Errorf("kubeletCgroups (--kubelet-cgroups) must be an absolute cgroup name, got %q", c.KubeletCgroups))
 	}
 	// NodeLogQuery is GA and locked on: only the handler must be on.
 	if ptr.Deref(c.EnableSystemLogQuery, false) && !ptr.Deref(c.EnableSystemLogHandler, true) {

@@ -119,6 +119,12 @@ func TestBadConfigFiles(t *testing.T) {
 		"wrong kind":     {"apiVersion: v1\nkind: Pod\n", "want kind KubeletConfiguration"},
 		"bad duration":   {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequency: soon\n", "kubelet config file"},
 		"invalid values": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: -1\npodLogsDir: relative\n", "maxPods must not be negative"},
+		"system cgroups without cgroup root": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemCgroups: /system\ncgroupRoot: \"\"\n",
+			"invalid configuration: systemCgroups (--system-cgroups) was specified and cgroupRoot (--cgroup-root) was not specified"},
+		"system cgroups": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemCgroups: /system\ncgroupRoot: /\n",
+			`systemCgroups (--system-cgroups) "/system" is not supported by nodelet`},
+		"relative kubelet cgroups": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nkubeletCgroups: kubelet.slice\n",
+			"kubeletCgroups (--kubelet-cgroups) must be an absolute cgroup name"},
 		"log query without handler": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableSystemLogQuery: true\nenableSystemLogHandler: false\n",
 			"invalid configuration: enableSystemLogHandler is required for enableSystemLogQuery"},
 		"swap behaviour": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmemorySwap: {swapBehavior: UnlimitedSwap}\n",
@@ -398,5 +404,17 @@ func TestOfflineSettings(t *testing.T) {
 		if o.Offline.Autonomy != tc.autonomy || o.Offline.Secrets != tc.secrets {
 			t.Errorf("%q %v: %+v, want autonomy %v secrets %v", tc.body, tc.args, o.Offline, tc.autonomy, tc.secrets)
 		}
+	}
+}
+
+// --kubelet-cgroups and --runtime-cgroups are taken (the summary's kubelet
+// and runtime system containers; nodelet moves itself into the former).
+func TestSystemCgroupFlags(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--kubelet-cgroups=/kubelet.slice", "--runtime-cgroups=/system.slice/containerd.service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Config.KubeletCgroups != "/kubelet.slice" || o.RuntimeCgroups != "/system.slice/containerd.service" {
+		t.Fatalf("kubeletCgroups %q, runtime cgroups %q", o.Config.KubeletCgroups, o.RuntimeCgroups)
 	}
 }

@@ -10,10 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/apiclient"
 	"github.com/nodelet/nodelet/internal/apiutil"
+	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/config"
 	"github.com/nodelet/nodelet/internal/csi"
@@ -312,6 +314,24 @@ func (n *Nodelet) newEviction(ctx context.Context) (*eviction.Manager, error) {
 	})
 }
 
+// systemContainers are the summary's kubelet system container and, with
+// --runtime-cgroups, the runtime's.
+func (n *Nodelet) systemContainers(ctx context.Context) []stats.SystemContainer {
+	if n.machine.Cgroups.Mount == "" {
+		return nil
+	}
+	var out []stats.SystemContainer
+	if kubelet, err := cgroups.KubeletCgroup(n.opts.Config.KubeletCgroups, n.machine.Cgroups.V2); err != nil {
+		klog.FromContext(ctx).Info("The summary has no kubelet system container", "err", err)
+	} else {
+		out = append(out, stats.SystemContainer{Name: statsv1alpha1.SystemContainerKubelet, Cgroup: kubelet, Start: n.clock.Now()})
+	}
+	if n.opts.RuntimeCgroups != "" {
+		out = append(out, stats.SystemContainer{Name: statsv1alpha1.SystemContainerRuntime, Cgroup: n.opts.RuntimeCgroups})
+	}
+	return out
+}
+
 // newStats is the /stats/summary and /metrics/resource provider; the
 // /metrics/resource scrapes log to ctx's logger.
 func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService) (*stats.Provider, error) {
@@ -322,7 +342,7 @@ func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, i
 	return stats.New(stats.Config{
 		NodeName: n.opts.NodeName, RootDir: n.opts.RootDir, PodLogsDir: n.opts.Config.PodLogsDir, Runtime: rs, Images: is, Clock: n.clock,
 		Machine: n.machine, Logger: klog.FromContext(ctx), VolumeStatsAggPeriod: n.opts.Config.VolumeStatsAggPeriod.Duration, PodsCgroup: podsCgroup,
-		DriverVolume: n.csiVolumes.SummaryStats,
+		DriverVolume: n.csiVolumes.SummaryStats, SystemContainers: n.systemContainers(ctx), KubeletStart: n.clock.Now(),
 		Pods: func() []stats.PodInfo {
 			var out []stats.PodInfo
 			for _, p := range n.pods.Admitted("") {

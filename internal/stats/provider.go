@@ -64,6 +64,12 @@ type Config struct {
 	// Logger is what the /metrics/resource scrapes log to: they have no
 	// context of their own (klog's global logger when unset).
 	Logger klog.Logger
+	// SystemContainers are reported beside "pods" among the node's system
+	// containers (the kubelet's and the runtime's cgroups).
+	SystemContainers []SystemContainer
+	// KubeletStart is when nodelet started: the "pods" system container's
+	// start, as upstream's.
+	KubeletStart time.Time
 	// DriverVolume measures a pod's volume whose driver reports its usage
 	// (CSI: NodeGetVolumeStats), false when it does not; nil: none.
 	DriverVolume func(ctx context.Context, pod *v1.Pod, v *v1.Volume) (statsv1alpha1.VolumeStats, bool)
@@ -143,6 +149,9 @@ type sample struct {
 	node    cgroupSample
 	meminfo map[string]uint64
 	pods    []*rawPod
+	// system holds the system containers' samples by name ("pods"
+	// included), those that could be read.
+	system map[string]cgroupSample
 }
 
 // nodeSample reads the node's cgroup and meminfo; what cannot be read is
@@ -157,7 +166,26 @@ func (p *Provider) nodeSample(ctx context.Context) *sample {
 	if s.meminfo, err = readMeminfo(p.cfg.ProcRoot); err != nil {
 		logger.V(4).Info("Cannot read meminfo", "err", err)
 	}
+	s.system = make(map[string]cgroupSample)
+	for _, sc := range p.systemContainers() {
+		cs, err := readCgroupAt(p.cfg.Machine.Cgroups, sc.Cgroup)
+		if err != nil {
+			logger.V(4).Info("Cannot read all of a system container's stats", "container", sc.Name, "cgroup", sc.Cgroup, "err", err)
+		}
+		if cs.hasCPU || cs.hasMemory {
+			s.system[sc.Name] = cs
+		}
+	}
 	return s
+}
+
+// systemContainers are the configured system containers and "pods".
+func (p *Provider) systemContainers() []SystemContainer {
+	out := append([]SystemContainer(nil), p.cfg.SystemContainers...)
+	if p.cfg.PodsCgroup != "" {
+		out = append(out, SystemContainer{Name: statsv1alpha1.SystemContainerPods, Cgroup: p.cfg.PodsCgroup, Start: p.cfg.KubeletStart})
+	}
+	return out
 }
 
 func (p *Provider) sample(ctx context.Context) (*sample, error) {
@@ -205,6 +233,11 @@ func (p *Provider) feedRates(s *sample) (map[string]uint64, bool) {
 	}
 	if s.node.hasCPU {
 		feed(nodeKey, s.node.cpuNanos, s.at.UnixNano())
+	}
+	for name, cs := range s.system {
+		if cs.hasCPU {
+			feed(sysPrefix+name, cs.cpuNanos, s.at.UnixNano())
+		}
 	}
 	for _, rp := range s.pods {
 		if cpu := rp.stats.GetLinux().GetCpu(); cpu.GetUsageCoreNanoSeconds() != nil {
@@ -344,13 +377,25 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 			if err != nil {
 				b.logger.V(4).Info("Cannot read the cgroup's PSI", "cgroup", p.cfg.PodsCgroup, "err", err)
 			}
-			n.SystemContainers = append(n.SystemContainers, statsv1alpha1.ContainerStats{
-				Name: statsv1alpha1.SystemContainerPods,
-				Memory: &statsv1alpha1.MemoryStats{
-					Time: metav1.NewTime(s.at), UsageBytes: ptr(pm.usage), WorkingSetBytes: ptr(pm.workingSet),
-					AvailableBytes: ptr(sub0(limit, pm.workingSet)), PSI: psi,
-				},
-			})
+			pods, ok := b.systemContainerStats(statsv1alpha1.SystemContainerPods, p.cfg.PodsCgroup, p.cfg.KubeletStart)
+			if !ok {
+				pods = statsv1alpha1.ContainerStats{Name: statsv1alpha1.SystemContainerPods, StartTime: metav1.NewTime(p.cfg.KubeletStart)}
+			}
+			// Pods are limited by node allocatable: their available memory.
+			pods.Memory = &statsv1alpha1.MemoryStats{
+				Time: metav1.NewTime(s.at), UsageBytes: ptr(pm.usage), WorkingSetBytes: ptr(pm.workingSet),
+				AvailableBytes: ptr(sub0(limit, pm.workingSet)), PSI: psi,
+			}
+			if ok && pods.Memory != nil {
+				cs := s.system[statsv1alpha1.SystemContainerPods]
+				pods.Memory.RSSBytes, pods.Memory.PageFaults, pods.Memory.MajorPageFaults = ptr(cs.rss), ptr(cs.pgfault), ptr(cs.pgmajfault)
+			}
+			n.SystemContainers = append(n.SystemContainers, pods)
+		}
+	}
+	for _, sc := range p.cfg.SystemContainers {
+		if c, ok := b.systemContainerStats(sc.Name, sc.Cgroup, sc.Start); ok {
+			n.SystemContainers = append(n.SystemContainers, c)
 		}
 	}
 	if total, ok := s.meminfo["SwapTotal"]; ok {
