@@ -52,6 +52,14 @@ export HOME="${HOME:-/root}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 export PATH="/usr/local/go/bin:$PATH"
 
+# k8s_ldflags VERSION: the linker flags that stamp a Kubernetes binary or
+# test suite built from the module proxy with its release version.
+k8s_ldflags() {
+	local minor=${1#v1.}
+	minor=${minor%%.*}
+	echo "-s -w -X k8s.io/component-base/version.gitVersion=$1 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$1"
+}
+
 # wrapper_build NAME MODULE VERSION PKG DIR LDFLAGS: builds PKG (a command
 # of MODULE@VERSION, e.g. MODULE/cmd/x) into DIR/bin/NAME through a wrapper
 # module in DIR/wrapper that repeats MODULE's replace directives (a

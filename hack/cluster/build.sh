@@ -69,9 +69,7 @@ GO
 	(cd "$WRAP" && go mod tidy) || die "go mod tidy of the wrapper module failed"
 fi
 
-minor=${K8S_VERSION#v1.}
-minor=${minor%%.*}
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version/verflag.programName=kubernetes"
+ldflags="$(k8s_ldflags "$K8S_VERSION") -X k8s.io/component-base/version/verflag.programName=kubernetes"
 for c in "${CMDS[@]}"; do
 	[ -x "$BIN/$c" ] && continue
 	log "building $c $K8S_VERSION (cold on 2 cores: kube-apiserver ~12 min, the others ~4 min together)"

@@ -44,9 +44,7 @@ fi
 
 # The ginkgo CLI must match the library e2e.test links.
 GINKGO_VERSION=$(cd "$WRAP" && go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)
-minor=${K8S_VERSION#v1.}
-minor=${minor%%.*}
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
+ldflags="$(k8s_ldflags "$K8S_VERSION")"
 if [ ! -x "$BIN/e2e.test" ]; then
 	log "building e2e.test $K8S_VERSION (cold on 2 cores: ~5 min)"
 	(cd "$WRAP" && CGO_ENABLED=0 go test -c -trimpath -ldflags "$ldflags" -o "$BIN/e2e.test.tmp" k8s.io/kubernetes/test/e2e) ||

@@ -69,25 +69,31 @@ func readCgroup1(root string) (cgroupSample, error) {
 		errs = append(errs, fmt.Errorf("cpu: %w", cpuErr))
 	}
 
-	memDir := filepath.Join(root, "memory")
-	usage, err := readUint(filepath.Join(memDir, "memory.usage_in_bytes"))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("memory: %w", err))
-	} else {
-		stat, err := readKeyValues(filepath.Join(memDir, "memory.stat"))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("memory: %w", err))
-		}
-		// The root's own counters leave out its children: the hierarchical
-		// total_* ones are the node's.
-		s.hasMemory = true
-		s.usage = usage
-		s.workingSet = workingSet(usage, stat["total_inactive_file"])
-		s.rss = stat["total_rss"]
-		s.pgfault = stat["total_pgfault"]
-		s.pgmajfault = stat["total_pgmajfault"]
+	if err := readMemory1(filepath.Join(root, "memory"), &s); err != nil {
+		errs = append(errs, err)
 	}
 	return s, errors.Join(errs...)
+}
+
+// readMemory1 reads a v1 memory cgroup's usage into s. A cgroup's own
+// counters leave out its children: the hierarchical total_* ones are the
+// whole subtree's.
+func readMemory1(dir string, s *cgroupSample) error {
+	usage, err := readUint(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	s.hasMemory = true
+	s.usage = usage
+	s.workingSet = workingSet(usage, stat["total_inactive_file"])
+	s.rss = stat["total_rss"]
+	s.pgfault = stat["total_pgfault"]
+	s.pgmajfault = stat["total_pgmajfault"]
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	return nil
 }
 
 func readCgroup2(root string, memTotal uint64, procRoot string) (cgroupSample, error) {

@@ -50,20 +50,8 @@ func readCgroupAt(cg machine.Cgroups, id string) (cgroupSample, error) {
 	} else {
 		errs = append(errs, fmt.Errorf("cpu: %w", err))
 	}
-	memDir := cg.Dir("memory", id)
-	if usage, err := readUint(filepath.Join(memDir, "memory.usage_in_bytes")); err != nil {
-		errs = append(errs, fmt.Errorf("memory: %w", err))
-	} else {
-		stat, err := readKeyValues(filepath.Join(memDir, "memory.stat"))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("memory: %w", err))
-		}
-		s.hasMemory = true
-		s.usage = usage
-		s.workingSet = workingSet(usage, stat["total_inactive_file"])
-		s.rss = stat["total_rss"]
-		s.pgfault = stat["total_pgfault"]
-		s.pgmajfault = stat["total_pgmajfault"]
+	if err := readMemory1(cg.Dir("memory", id), &s); err != nil {
+		errs = append(errs, err)
 	}
 	return s, errors.Join(errs...)
 }
