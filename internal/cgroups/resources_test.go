@@ -100,7 +100,8 @@ func TestContainerResources(t *testing.T) {
 	}, {
 		name: "pod-level limits for a container without its own",
 		pod:  podLevel,
-		want: &runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuPeriod: 100000, CpuQuota: 100000, MemoryLimitInBytes: 256 * mi, OomScoreAdj: 1000, HugepageLimits: zeroHP},
+		// Guaranteed by its pod-level limits (requests default to them).
+		want: &runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuPeriod: 100000, CpuQuota: 100000, MemoryLimitInBytes: 256 * mi, OomScoreAdj: -997, HugepageLimits: zeroHP},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

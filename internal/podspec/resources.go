@@ -1,37 +1,87 @@
 package podspec
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// QOSClass computes the pod's QoS class as upstream: Guaranteed when every
-// container has cpu and memory limits and requests equal to them,
-// BestEffort when none has any request or limit, Burstable otherwise.
+// QOSClass computes the pod's QoS class as upstream v1.37 does: from the
+// pod-level resources when they set cpu or memory (PodLevelResources, beta
+// and on, with PodLevelResourcesFixKubeletQOSClass), else from every
+// container's: Guaranteed when cpu and memory limits are set and requests
+// equal them, BestEffort when there is no request or limit, Burstable
+// otherwise.
 func QOSClass(pod *v1.Pod) v1.PodQOSClass {
-	guaranteed, any := true, false
+	if r := pod.Spec.Resources; r != nil && podLevelResourcesSet(r) {
+		return requirementsQOS(r)
+	}
+	var class v1.PodQOSClass
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-				req, hasReq := c.Resources.Requests[name]
-				lim, hasLim := c.Resources.Limits[name]
-				if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
-					any = true
-				}
-				if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
-					guaranteed = false
-				}
+		for i := range cs {
+			switch c := requirementsQOS(&cs[i].Resources); {
+			case c == v1.PodQOSBurstable:
+				return c
+			case class == "":
+				class = c
+			case class != c:
+				return v1.PodQOSBurstable
 			}
 		}
 	}
-	switch {
-	case !any:
+	if class == "" {
 		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	default:
-		return v1.PodQOSBurstable
 	}
+	return class
+}
+
+// podLevelResourcesSet: pod-level requests or limits of a resource that
+// pod-level resources support (cpu, memory, huge pages), as
+// component-helpers' IsPodLevelResourcesSet.
+func podLevelResourcesSet(r *v1.ResourceRequirements) bool {
+	for _, l := range []v1.ResourceList{r.Requests, r.Limits} {
+		for name := range l {
+			if name == v1.ResourceCPU || name == v1.ResourceMemory || strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// requirementsQOS is one set of requirements' class, as upstream's: per
+// cpu and memory, BestEffort when request and limit are both zero,
+// Guaranteed when they are equal and not zero, Burstable otherwise; the
+// same for both, else Burstable.
+func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
+	if len(r.Requests) == 0 && len(r.Limits) == 0 {
+		return v1.PodQOSBestEffort
+	}
+	var qos v1.PodQOSClass
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		lim := r.Limits[name]
+		req, ok := r.Requests[name]
+		if !ok {
+			// What the API's defaulting gives (and so upstream sees): a
+			// request missing beside a limit is the limit (static pods
+			// may not have been through it).
+			req = lim
+		}
+		c := v1.PodQOSGuaranteed
+		switch {
+		case !req.Equal(lim):
+			return v1.PodQOSBurstable
+		case req.IsZero():
+			c = v1.PodQOSBestEffort
+		}
+		if qos == "" {
+			qos = c
+		} else if qos != c {
+			return v1.PodQOSBurstable
+		}
+	}
+	return qos
 }
 
 // AddResource adds q to l[name].

@@ -19,15 +19,33 @@ func TestQOSClass(t *testing.T) {
 		pod  *v1.Pod
 		want v1.PodQOSClass
 	}{
-		"none":      {mk(nil, nil), v1.PodQOSBestEffort},
-		"equal":     {mk(both, both), v1.PodQOSGuaranteed},
-		"limits":    {mk(nil, both), v1.PodQOSGuaranteed},
-		"requests":  {mk(both, nil), v1.PodQOSBurstable},
-		"cpu only":  {mk(v1.ResourceList{v1.ResourceCPU: q("1")}, v1.ResourceList{v1.ResourceCPU: q("1")}), v1.PodQOSBurstable},
-		"req < lim": {mk(v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("1Gi")}, both), v1.PodQOSBurstable},
+		"none":        {mk(nil, nil), v1.PodQOSBestEffort},
+		"equal":       {mk(both, both), v1.PodQOSGuaranteed},
+		"limits":      {mk(nil, both), v1.PodQOSGuaranteed},
+		"requests":    {mk(both, nil), v1.PodQOSBurstable},
+		"cpu only":    {mk(v1.ResourceList{v1.ResourceCPU: q("1")}, v1.ResourceList{v1.ResourceCPU: q("1")}), v1.PodQOSBurstable},
+		"req < lim":   {mk(v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("1Gi")}, both), v1.PodQOSBurstable},
+		"zero limits": {mk(nil, v1.ResourceList{v1.ResourceCPU: q("0"), v1.ResourceMemory: q("0")}), v1.PodQOSBestEffort},
+		// Pod-level resources (PodLevelResources, beta and on) decide when
+		// they set cpu or memory, whatever the containers say.
+		"pod-level limits":                 {withPodLevel(mk(nil, nil), nil, both), v1.PodQOSGuaranteed},
+		"pod-level requests":               {withPodLevel(mk(both, both), both, nil), v1.PodQOSBurstable},
+		"pod-level below limits":           {withPodLevel(mk(nil, nil), v1.ResourceList{v1.ResourceMemory: q("512Mi")}, both), v1.PodQOSBurstable},
+		"pod-level huge pages only":        {withPodLevel(mk(nil, nil), v1.ResourceList{"hugepages-2Mi": q("2Mi")}, v1.ResourceList{"hugepages-2Mi": q("2Mi")}), v1.PodQOSBestEffort},
+		"pod-level, another resource only": {withPodLevel(mk(both, both), v1.ResourceList{"example.com/gpu": q("1")}, nil), v1.PodQOSGuaranteed},
+		"guaranteed and best-effort containers": {&v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{
+			{Name: "a", Resources: v1.ResourceRequirements{Requests: both, Limits: both}}, {Name: "b"}}}}, v1.PodQOSBurstable},
+		"guaranteed init container, best-effort app": {&v1.Pod{Spec: v1.PodSpec{
+			InitContainers: []v1.Container{{Name: "i", Resources: v1.ResourceRequirements{Limits: both}}}, Containers: []v1.Container{{Name: "a"}}}}, v1.PodQOSBurstable},
 	} {
 		if got := QOSClass(tt.pod); got != tt.want {
 			t.Errorf("%s: %s, want %s", name, got, tt.want)
 		}
 	}
+}
+
+// withPodLevel sets pod-level requests and limits.
+func withPodLevel(p *v1.Pod, req, lim v1.ResourceList) *v1.Pod {
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: req, Limits: lim}
+	return p
 }
