@@ -5,7 +5,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 export GOFLAGS ?= -buildvcs=false
 export HOME ?= /root
 
-.PHONY: build install uninstall test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance vm-image vm-up vm-down vm-ssh vm-e2e clean
+.PHONY: build install uninstall test unit e2e demo demo-stop stack-up stack-down cluster-up cluster-down bench conformance vm-image vm-up vm-down vm-ssh vm-e2e vm-node-e2e clean
 
 build: ## bin/nodelet
 	go build -buildvcs=auto -o bin/nodelet ./cmd/nodelet
@@ -64,6 +64,9 @@ vm-ssh: ## a root shell in the test bed's guest (or: hack/vm/ssh.sh CMD...)
 
 vm-e2e: ## (after stack-up) the test bed's checks in the guest, the upstream kubelet and nodelet side by side; boots the guest if needed (docs/real-node.md)
 	bash hack/vm/e2e.sh
+
+vm-node-e2e: ## (after stack-up) upstream's node e2e suite (e2e_node.test) in the guest, the upstream kubelet and nodelet side by side (docs/real-node.md)
+	bash hack/vm/node-e2e.sh
 
 clean:
 	rm -rf bin

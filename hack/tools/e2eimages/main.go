@@ -15,9 +15,13 @@
 //   - glibc-dns-testing 2.1.1: this machine's dash and glibc hostname on
 //     the busybox applets;
 //   - nonroot 1.5: busybox as user 1234;
-//   - nonewprivs 1.4: busybox with the setuid nnp.
+//   - nonewprivs 1.4: busybox with the setuid nnp;
+//   - nginx 1.27.0-2 and 1.28.0-2 (with --nginx): Debian's nginx binary (its
+//     package extracted, not installed) and its libraries on the busybox
+//     userland, serving /usr/share/nginx/html on port 80 in the foreground
+//     as the real image (nginx -g "daemon off;").
 //
-// The images upstream builds from other distributions (nginx, perl,
+// The images upstream builds from other distributions (perl,
 // ipc-utils, volume/*, ...) are not built: their tests
 // fail with ErrImagePull, for every agent.
 package main
@@ -39,11 +43,12 @@ func main() {
 	src := flag.String("k8s-src", "", "k8s.io/kubernetes source (module cache) for the test images' files")
 	pause := flag.String("pause", "", "static pause binary")
 	busybox := flag.String("busybox", "/bin/busybox", "static busybox binary")
+	nginx := flag.String("nginx", "", "Debian's nginx binary (extracted from its package); empty: no nginx image")
 	flag.Parse()
 	if *bin == "" || *src == "" || *pause == "" {
 		log.Fatal("e2eimages: --bin, --k8s-src and --pause are required")
 	}
-	images, err := build(*bin, *src, *pause, *busybox)
+	images, err := build(*bin, *src, *pause, *busybox, *nginx)
 	if err != nil {
 		log.Fatalf("e2eimages: %v", err)
 	}
@@ -52,7 +57,7 @@ func main() {
 	}
 }
 
-func build(bin, src, pause, busybox string) ([]imagebuild.Image, error) {
+func build(bin, src, pause, busybox, nginx string) ([]imagebuild.Image, error) {
 	read := func(p string) []byte {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -150,5 +155,47 @@ func build(bin, src, pause, busybox string) ([]imagebuild.Image, error) {
 			{Name: "data.json", Mode: 0o644, Data: read(filepath.Join(html, "data.json"))},
 		}, webCfg)), "e2e-test-images/"+pic+":1.8")
 	}
+	if nginx != "" {
+		ngx, err := imagebuild.WithHostBinaries(bb(imagebuild.Passwd, imagebuild.Group, nil), [2]string{nginx, "/usr/sbin/nginx"})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range []string{"etc/nginx/", "run/", "var/", "var/lock/", "var/log/", "var/log/nginx/", "var/lib/", "var/lib/nginx/",
+			"usr/share/", "usr/share/nginx/", "usr/share/nginx/html/"} {
+			ngx = append(ngx, imagebuild.Entry{Name: d, Mode: 0o755})
+		}
+		ngx = append(ngx,
+			imagebuild.Entry{Name: "etc/nginx/nginx.conf", Mode: 0o644, Data: []byte(nginxConf)},
+			imagebuild.Entry{Name: "usr/share/nginx/html/index.html", Mode: 0o644, Data: []byte(nginxIndex)},
+		)
+		ngxCfg := cfg
+		ngxCfg.Cmd = []string{"nginx", "-g", "daemon off;"}
+		ngxCfg.ExposedPorts = map[string]struct{}{"80/tcp": {}}
+		ngxCfg.StopSignal = "SIGQUIT"
+		push(add(imagebuild.New(ngx, ngxCfg)), "e2e-test-images/nginx:1.27.0-2", "e2e-test-images/nginx:1.28.0-2")
+	}
 	return out, nil
 }
+
+// nginxConf serves the default page on port 80, logging to the
+// container's stdout and stderr, as the real image's configuration.
+const nginxConf = `user root;
+worker_processes 1;
+error_log stderr notice;
+pid /run/nginx.pid;
+events { worker_connections 1024; }
+http {
+    access_log /dev/stdout;
+    default_type text/html;
+    server {
+        listen 80;
+        root /usr/share/nginx/html;
+        index index.html;
+    }
+}
+`
+
+const nginxIndex = `<!DOCTYPE html>
+<html><head><title>Welcome to nginx!</title></head>
+<body><h1>Welcome to nginx!</h1></body></html>
+`
