@@ -386,7 +386,7 @@ func (b *builder) node(ctx context.Context) statsv1alpha1.NodeStats {
 				Time: metav1.NewTime(s.at), UsageBytes: ptr(pm.usage), WorkingSetBytes: ptr(pm.workingSet),
 				AvailableBytes: ptr(sub0(limit, pm.workingSet)), PSI: psi,
 			}
-			if ok && pods.Memory != nil {
+			if ok {
 				cs := s.system[statsv1alpha1.SystemContainerPods]
 				pods.Memory.RSSBytes, pods.Memory.PageFaults, pods.Memory.MajorPageFaults = ptr(cs.rss), ptr(cs.pgfault), ptr(cs.pgmajfault)
 			}

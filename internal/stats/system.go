@@ -26,7 +26,7 @@ type SystemContainer struct {
 	Start time.Time
 }
 
-// sysKey is a system container's key in the rate cache.
+// sysPrefix prefixes a system container's key in the rate cache.
 const sysPrefix = "sys/"
 
 // readCgroupAt reads cgroup id's CPU and memory (id a path in the
