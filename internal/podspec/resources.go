@@ -1,10 +1,9 @@
 package podspec
 
 import (
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // QOSClass computes the pod's QoS class as upstream v1.37 does: from the
@@ -14,8 +13,8 @@ import (
 // equal them, BestEffort when there is no request or limit, Burstable
 // otherwise.
 func QOSClass(pod *v1.Pod) v1.PodQOSClass {
-	if r := pod.Spec.Resources; r != nil && podLevelResourcesSet(r) {
-		return requirementsQOS(r)
+	if resourcehelper.IsPodLevelResourcesSet(pod) {
+		return requirementsQOS(pod.Spec.Resources)
 	}
 	var class v1.PodQOSClass
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
@@ -34,20 +33,6 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 		return v1.PodQOSBestEffort
 	}
 	return class
-}
-
-// podLevelResourcesSet: pod-level requests or limits of a resource that
-// pod-level resources support (cpu, memory, huge pages), as
-// component-helpers' IsPodLevelResourcesSet.
-func podLevelResourcesSet(r *v1.ResourceRequirements) bool {
-	for _, l := range []v1.ResourceList{r.Requests, r.Limits} {
-		for name := range l {
-			if name == v1.ResourceCPU || name == v1.ResourceMemory || strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // requirementsQOS is one set of requirements' class, as upstream's: per
