@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -25,10 +26,22 @@ type Result struct {
 
 // Admit decides whether pod may run on node next to the admitted pods.
 func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
+	if r := precheck(node, pod); !r.Admit {
+		return r
+	}
+	if fails := failures(node, pod, admitted); len(fails) > 0 {
+		return fails[0].Result
+	}
+	return Result{Admit: true}
+}
+
+// precheck is what no preemption can help with, checked first as upstream:
+// the pod's operating system, and (nodelet's own) the fields it cannot
+// honour.
+func precheck(node *v1.Node, pod *v1.Pod) Result {
 	if node == nil {
 		return Result{Admit: true}
 	}
-	// The OS first, as upstream: preempting other pods would not help.
 	if os, ok := pod.Labels[v1.LabelOSStable]; ok && os != nodeOS {
 		return reject("PodOSSelectorNodeLabelDoesNotMatch", "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label")
 	}
@@ -38,22 +51,43 @@ func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
 	if fields := podspec.Unsupported(pod); len(fields) > 0 {
 		return reject("UnsupportedPodSpec", "%s", podspec.UnsupportedMessage(fields))
 	}
-	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
-		return reject("NodeName", "Predicate NodeName failed: pod is bound to node %q", pod.Spec.NodeName)
+	return Result{Admit: true}
+}
+
+// Insufficient is a resource the node lacks for a pod, upstream's
+// InsufficientResourceError: cpu in millicores, the others in units.
+type Insufficient struct {
+	Resource                  v1.ResourceName
+	Requested, Used, Capacity int64
+}
+
+// Short is how much of the resource is missing (upstream's
+// GetInsufficientAmount).
+func (i Insufficient) Short() int64 { return i.Requested - (i.Capacity - i.Used) }
+
+// failure is one predicate the pod fails; insufficient is set when it is
+// a resource the node lacks.
+type failure struct {
+	Result
+	insufficient *Insufficient
+}
+
+// failures are the predicates the pod fails on node, in upstream's order
+// (generalFilter): the resources (pods, cpu, memory, ephemeral storage,
+// then the others by name), node affinity, node name, host ports, and the
+// NoExecute taints, which static pods are not checked against.
+func failures(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) []failure {
+	if node == nil {
+		return nil
 	}
-	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
-		return reject("NodeAffinity", "Predicate NodeAffinity failed")
-	}
-	noExecute := func(t *v1.Taint) bool { return t.Effect == v1.TaintEffectNoExecute }
-	if taint, found := v1helper.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noExecute, false); found {
-		return reject("TaintToleration", "Predicate TaintToleration failed: node has untolerated taint {%s: %s}", taint.Key, taint.Value)
-	}
-	if port, clash := hostPortClash(pod, admitted); clash {
-		return reject("NodePorts", "Predicate NodePorts failed: host port %d is already in use", port)
+	var out []failure
+	short := func(i Insufficient) {
+		out = append(out, failure{insufficient: &i, Result: reject("OutOf"+string(i.Resource),
+			"Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", i.Resource, i.Requested, i.Used, i.Capacity)})
 	}
 	alloc := node.Status.Allocatable
 	if n := int64(len(admitted)) + 1; alloc.Pods().Value() > 0 && n > alloc.Pods().Value() {
-		return reject("OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", len(admitted), alloc.Pods().Value())
+		short(Insufficient{Resource: v1.ResourcePods, Requested: 1, Used: int64(len(admitted)), Capacity: alloc.Pods().Value()})
 	}
 	want := PodRequests(pod)
 	used := v1.ResourceList{}
@@ -77,11 +111,26 @@ func Admit(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) Result {
 		total := u.DeepCopy()
 		total.Add(req)
 		if total.Cmp(capQ) > 0 {
-			return reject("OutOf"+string(name), "Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
-				name, amount(name, req), amount(name, u), amount(name, capQ))
+			short(Insufficient{Resource: name, Requested: amount(name, req), Used: amount(name, u), Capacity: amount(name, capQ)})
 		}
 	}
-	return Result{Admit: true}
+	fail := func(r Result) { out = append(out, failure{Result: r}) }
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+		fail(reject("NodeAffinity", "Predicate NodeAffinity failed"))
+	}
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
+		fail(reject("NodeName", "Predicate NodeName failed: pod is bound to node %q", pod.Spec.NodeName))
+	}
+	if port, clash := hostPortClash(pod, admitted); clash {
+		fail(reject("NodePorts", "Predicate NodePorts failed: host port %d is already in use", port))
+	}
+	if !podspec.IsStatic(pod) {
+		noExecute := func(t *v1.Taint) bool { return t.Effect == v1.TaintEffectNoExecute }
+		if taint, found := v1helper.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noExecute, false); found {
+			fail(reject("TaintToleration", "Predicate TaintToleration failed: node has untolerated taint {%s: %s}", taint.Key, taint.Value))
+		}
+	}
+	return out
 }
 
 // checkedResources are the resources admission compares with allocatable:
@@ -112,32 +161,12 @@ func amount(name v1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
-// PodRequests is the pod's effective requests: the larger of the sum of its
-// app (and sidecar) containers and its largest init container, plus overhead.
+// PodRequests is the pod's effective requests, as upstream's admission
+// counts them (component-helpers' PodRequests): its pod-level requests
+// where set, else the larger of the sum of its app (and sidecar)
+// containers and its largest init container; plus overhead.
 func PodRequests(pod *v1.Pod) v1.ResourceList {
-	sum := v1.ResourceList{}
-	for _, c := range pod.Spec.Containers {
-		for name, q := range c.Resources.Requests {
-			podspec.AddResource(sum, name, q)
-		}
-	}
-	for _, c := range pod.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			for name, q := range c.Resources.Requests {
-				podspec.AddResource(sum, name, q)
-			}
-			continue
-		}
-		for name, q := range c.Resources.Requests {
-			if cur, ok := sum[name]; !ok || q.Cmp(cur) > 0 {
-				sum[name] = q.DeepCopy()
-			}
-		}
-	}
-	for name, q := range pod.Spec.Overhead {
-		podspec.AddResource(sum, name, q)
-	}
-	return sum
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 }
 
 func hostPortClash(pod *v1.Pod, admitted []*v1.Pod) (int32, bool) {

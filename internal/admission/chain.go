@@ -87,10 +87,14 @@ type Predicates struct {
 	// carry yet (the device plugins' resources as they are now); it is
 	// added to the Node's.
 	Allocatable func() v1.ResourceList
+	// Preemption, when set, is upstream's admission failure handler: a
+	// critical pod refused only for resources is admitted after it
+	// evicted the pods that held them.
+	Preemption *Preemption
 }
 
 // Admit decides on the pod against the node next to the other pods.
-func (p Predicates) Admit(_ context.Context, a Attributes) Result {
+func (p Predicates) Admit(ctx context.Context, a Attributes) Result {
 	node := p.Node()
 	if p.Allocatable != nil {
 		if extra := p.Allocatable(); len(extra) > 0 && node != nil {
@@ -103,5 +107,28 @@ func (p Predicates) Admit(_ context.Context, a Attributes) Result {
 			}
 		}
 	}
-	return Admit(node, a.Pod, a.OtherPods)
+	if r := precheck(node, a.Pod); !r.Admit {
+		return r
+	}
+	fails := failures(node, a.Pod, a.OtherPods)
+	if len(fails) == 0 {
+		return Result{Admit: true}
+	}
+	if p.Preemption == nil || !podspec.IsCritical(a.Pod) {
+		return fails[0].Result
+	}
+	var short []Insufficient
+	for _, f := range fails {
+		if f.insufficient == nil {
+			// Preempting would not help: the first reason that is not a
+			// resource decides, as upstream.
+			return f.Result
+		}
+		short = append(short, *f.insufficient)
+	}
+	if err := p.Preemption.Preempt(ctx, a.Pod, a.OtherPods, short); err != nil {
+		klog.FromContext(ctx).Info("Failed to admit pod, unexpected error while attempting to recover from admission failure", "pod", klog.KObj(a.Pod), "err", err)
+		return reject(UnexpectedAdmissionError, "Unexpected error while attempting to recover from admission failure: %v", err)
+	}
+	return Result{Admit: true}
 }

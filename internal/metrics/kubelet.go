@@ -109,6 +109,12 @@ var (
 		Namespace: "kubelet", Name: "evictions",
 		Help: "Cumulative number of pod evictions by eviction signal",
 	}, []string{"eviction_signal"})
+	// Preemptions is kubelet_preemptions{preemption_signal}: the pods
+	// evicted to admit a critical pod, by the first resource it lacked.
+	Preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "preemptions",
+		Help: "Cumulative number of pod preemptions by preemption resource",
+	}, []string{"preemption_signal"})
 	// EvictionStatsAge is kubelet_eviction_stats_age_seconds{eviction_signal}:
 	// how old the stats an eviction was decided on were.
 	EvictionStatsAge = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -191,7 +197,7 @@ func init() {
 		NodeName, CRILosingSupport, PodStartDuration, PodWorkerDuration, StartedPods, StartedContainers,
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGRelistInterval, PLEGLastSeen, HTTPRequests, HTTPInflight, running,
-		Evictions, EvictionStatsAge, ImageGarbageCollected,
+		Evictions, Preemptions, EvictionStatsAge, ImageGarbageCollected,
 		GracefulShutdownStartTime, GracefulShutdownEndTime,
 	)
 }

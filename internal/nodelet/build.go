@@ -101,6 +101,9 @@ func (n *Nodelet) build() error {
 	if n.sysctls, err = admission.NewSysctls(cfg.AllowedUnsafeSysctls); err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
+	if n.preemption, err = admission.NewPreemption(admission.PreemptionConfig{Killer: evictor{n}, Recorder: n.recorder, Clock: n.clock}); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -249,8 +252,8 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 }
 
 // admissionChain is upstream's order of admission handlers (NewMainKubelet):
-// eviction, sysctls, resource allocation (devices), the node's predicates,
-// shutdown. A refused pod's devices are released.
+// eviction, sysctls, resource allocation (devices), the node's predicates
+// (with the critical pods' preemption), shutdown. A refused pod's devices are released.
 func (n *Nodelet) admissionChain() *admission.Chain {
 	handlers := []admission.Named{
 		{Name: "eviction", Handler: n.eviction},
@@ -258,7 +261,8 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 		{Name: "devices", Handler: n.devices},
 		// The device plugins' allocatable as it is now: the Node's status
 		// may not carry it yet.
-		{Name: "predicates", Handler: admission.Predicates{Node: n.admissionNode, Allocatable: n.devices.AdmissionAllocatable}},
+		// A critical pod short of resources preempts others.
+		{Name: "predicates", Handler: admission.Predicates{Node: n.admissionNode, Allocatable: n.devices.AdmissionAllocatable, Preemption: n.preemption}},
 	}
 	if n.shutdown != nil {
 		handlers = append(handlers, admission.Named{Name: "shutdown", Handler: n.shutdown})

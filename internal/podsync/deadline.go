@@ -48,11 +48,11 @@ func (s *Syncer) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kubecont
 	failed := func(st *v1.PodStatus) {
 		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonDeadlineExceeded, deadlineMessage
 	}
-	s.fail(ctx, pod, rs, failed)
+	s.fail(ctx, pod, rs, failed, false)
 	s.cfg.Prober.RemovePod(pod.UID)
 	err := s.cfg.Runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
 	if fresh, ferr := s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); ferr == nil {
-		s.fail(ctx, pod, fresh, failed)
+		s.fail(ctx, pod, fresh, failed, false)
 	}
 	return err
 }

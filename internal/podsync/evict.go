@@ -59,7 +59,7 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 		return nil
 	}
 	logger := klog.FromContext(ctx)
-	s.fail(ctx, pod, rs, ev.status)
+	s.fail(ctx, pod, rs, ev.status, false)
 	s.cfg.Prober.RemovePod(pod.UID)
 	grace := ev.grace
 	if err := s.cfg.Runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), &grace); err != nil {
@@ -69,7 +69,7 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 	if err != nil {
 		return err
 	}
-	s.fail(ctx, pod, fresh, ev.status)
+	s.fail(ctx, pod, fresh, ev.status, true)
 	if ev.keep {
 		// Its volumes are unmounted, as upstream waits for before the next
 		// group (a CSI driver there may still be needed to unmount them).
@@ -98,14 +98,22 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 
 // fail records the pod's status as generated from rs, with apply applied,
 // for a pod the node stops itself (active deadline, eviction, shutdown):
-// not ready at once; Failed once no container runs.
-func (s *Syncer) fail(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, apply func(*v1.PodStatus)) {
-	st := s.generate(pod, rs, kubecontainer.SyncResult{}, s.previous(pod))
+// not ready at once; Failed once no container runs. With killed (the
+// containers of an evicted pod stopped for good), the phase is upstream's
+// for a terminal pod: Succeeded when every container exited 0 (not for a
+// static pod), Failed otherwise, and apply's reason and message are kept
+// only with the phase they came with; its DisruptionTarget stays.
+func (s *Syncer) fail(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, apply func(*v1.PodStatus), killed bool) {
+	st := status.Generate(status.Input{
+		Pod: pod, Runtime: rs, Previous: s.previous(pod), HostIPs: s.cfg.HostIPs, RuntimeName: s.cfg.RuntimeName, Now: s.clock.Now(),
+		Probes: s.cfg.Prober, Terminal: killed && !podspec.IsStatic(pod),
+	})
 	phase, reason, message := st.Phase, st.Reason, st.Message
 	hadDisruption := slices.ContainsFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
 	apply(&st)
 	status.NotReadyWhenTerminal(&st, s.clock.Now())
-	if podspec.IsTerminal(st.Phase) && rs.AnyRunning() {
+	switch {
+	case podspec.IsTerminal(st.Phase) && rs.AnyRunning():
 		// Not terminal while a container may run, as upstream's
 		// mergePodStatus: the phase (and the DisruptionTarget condition)
 		// wait for the containers to stop; readiness goes now.
@@ -113,6 +121,10 @@ func (s *Syncer) fail(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSta
 		if !hadDisruption {
 			st.Conditions = slices.DeleteFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
 		}
+	case killed && podspec.IsTerminal(phase) && phase != st.Phase:
+		// The containers' exits decide (upstream's generateAPIPodStatus
+		// after the kill, which does not apply the status function).
+		st.Phase, st.Reason, st.Message = phase, reason, message
 	}
 	s.cfg.Statuses.Set(ctx, pod, st)
 }

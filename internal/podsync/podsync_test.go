@@ -36,6 +36,7 @@ type fakeRuntime struct {
 	onKill        func()
 	calls         []string
 	killGrace     *int64
+	killExit      *int32 // the exit code of killed containers (137 when nil)
 	newerThan     []time.Time
 	onSync        func()
 }
@@ -58,6 +59,9 @@ func (r *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns st
 		cc := *c
 		if cc.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 			cc.State, cc.ExitCode = runtimeapi.ContainerState_CONTAINER_EXITED, 137
+			if r.killExit != nil {
+				cc.ExitCode = *r.killExit
+			}
 		}
 		out.Containers = append(out.Containers, &cc)
 	}
@@ -646,6 +650,49 @@ func TestEvict(t *testing.T) {
 	}
 	if f.s.Evicted(pod.UID) {
 		t.Error("the eviction outlived the pod's cleanup")
+	}
+}
+
+// An evicted pod's final phase is its containers' (upstream's terminal
+// pod): Succeeded when they all exited 0, with no reason, its
+// DisruptionTarget kept; Failed with the eviction's reason otherwise, and
+// always for a static pod.
+func TestEvictPhaseFromExits(t *testing.T) {
+	tests := []struct {
+		name   string
+		exit   int32
+		static bool
+		phase  v1.PodPhase
+		reason string
+	}{
+		{name: "exited 0", exit: 0, phase: v1.PodSucceeded},
+		{name: "killed", exit: 137, phase: v1.PodFailed, reason: "Preempting"},
+		{name: "a static pod that exited 0", exit: 0, static: true, phase: v1.PodFailed, reason: "Preempting"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			pod := testPod()
+			if tc.static {
+				pod.Annotations = map[string]string{podspec.ConfigSourceAnnotationKey: podspec.FileSource}
+			}
+			f.runtime.before = runningStatus(0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+			f.runtime.killExit = &tc.exit
+			if _, err := f.s.SyncPod(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			f.s.Evict(pod.UID, 30, func(st *v1.PodStatus) {
+				st.Phase, st.Reason, st.Message = v1.PodFailed, "Preempting", "Preempted in order to admit critical pod"
+				podspec.SetCondition(st, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "TerminationByKubelet"})
+			})
+			if _, err := f.s.SyncPod(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := f.statuses.Get(pod.UID)
+			if st.Phase != tc.phase || st.Reason != tc.reason || !slices.ContainsFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget }) {
+				t.Errorf("status %s %q %v, want %s %q with DisruptionTarget", st.Phase, st.Reason, st.Conditions, tc.phase, tc.reason)
+			}
+		})
 	}
 }
 

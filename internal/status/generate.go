@@ -25,6 +25,10 @@ type Input struct {
 	// Probes gives readiness and startup results; nil means no probes.
 	Probes Probes
 	Now    time.Time
+	// Terminal says the node stopped the pod's containers for good (an
+	// eviction): once they all stopped it is Succeeded if each exited 0,
+	// else Failed, whatever its restart policy (upstream's podIsTerminal).
+	Terminal bool
 }
 
 // Probes is what status needs of the prober.
@@ -75,7 +79,7 @@ func Generate(in Input) v1.PodStatus {
 		st.EphemeralContainerStatuses = containerStatuses(eph, in, prev.EphemeralContainerStatuses, false)
 	}
 
-	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.Sync.InitFailed, appStartedInSandbox(pod, rs))
+	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.Sync.InitFailed, appStartedInSandbox(pod, rs), in.Terminal)
 	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
 		st.Phase = prev.Phase // terminal is forever
 	}
@@ -233,8 +237,8 @@ func containerState(cs *kubecontainer.ContainerStatus, spec *v1.Container, prefi
 // fails the pod; containers that all stopped leave it Running while one of
 // them restarts, else Succeeded or Failed. initialized says an app
 // container of the current sandbox exists (restarting sidecars then do not
-// put the pod back to Pending).
-func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed, initialized bool) v1.PodPhase {
+// put the pod back to Pending); terminal, that none restarts again.
+func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed, initialized, terminal bool) v1.PodPhase {
 	if initFailed {
 		return v1.PodFailed
 	}
@@ -318,7 +322,7 @@ func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed,
 	case running > 0 && unknown == 0:
 		return v1.PodRunning
 	case running == 0 && stopped > 0 && unknown == 0:
-		if stopped != stoppedNotRestartable {
+		if stopped != stoppedNotRestartable && !terminal {
 			return v1.PodRunning // one of them restarts
 		}
 		if stopped == succeeded {

@@ -158,6 +158,32 @@ func TestSourceFirstSet(t *testing.T) {
 	})
 }
 
+// Every pod is annotated with its source, api, as upstream's pod config
+// does: one whose author wrote "file" there is not a static pod. The
+// informer's own object keeps what the API has.
+func TestSourceAnnotatesAPISource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		fakeStatic := pod("a", "ua")
+		fakeStatic.Annotations = map[string]string{podspec.ConfigSourceAnnotationKey: podspec.FileSource, "x": "y"}
+		client := fake.NewClientset(fakeStatic)
+		s, first := started(t, client)
+		if len(first.Pods) != 1 || first.Pods[0].Annotations[podspec.ConfigSourceAnnotationKey] != "api" || first.Pods[0].Annotations["x"] != "y" ||
+			podspec.IsStatic(first.Pods[0]) {
+			t.Fatalf("first Set %v, want a with config.source api", first.Pods)
+		}
+		if cached, _ := s.Lister().Pods("ns").Get("a"); cached.Annotations[podspec.ConfigSourceAnnotationKey] != podspec.FileSource {
+			t.Errorf("the informer's pod changed: %v", cached.Annotations)
+		}
+		if _, err := client.CoreV1().Pods("ns").Create(ctx, pod("b", "ub"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(t, s, Add, "b"); got.Annotations[podspec.ConfigSourceAnnotationKey] != "api" {
+			t.Errorf("added pod's annotations %v", got.Annotations)
+		}
+	})
+}
+
 // Without pods the first Set is empty: the source has been seen.
 func TestSourceFirstSetEmpty(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

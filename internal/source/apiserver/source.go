@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -178,7 +179,7 @@ func (s *Source) sendSet(logger klog.Logger) {
 	var set []*v1.Pod
 	for _, p := range pods {
 		if !IsMirror(p) {
-			set = append(set, p)
+			set = append(set, fromAPI(p))
 		}
 	}
 	s.send(Event{Op: Set, Pods: set})
@@ -208,7 +209,7 @@ func (s *Source) onAdd(p *v1.Pod) {
 		s.mirror(p)
 		return
 	}
-	s.send(Event{Op: Add, Pods: []*v1.Pod{p}})
+	s.send(Event{Op: Add, Pods: []*v1.Pod{fromAPI(p)}})
 }
 
 func (s *Source) onUpdate(old, cur *v1.Pod) {
@@ -224,7 +225,7 @@ func (s *Source) onUpdate(old, cur *v1.Pod) {
 	if !specChanged(old, cur) && !podspec.GatesChanged(old, cur) {
 		return
 	}
-	s.send(Event{Op: Update, Pods: []*v1.Pod{cur}})
+	s.send(Event{Op: Update, Pods: []*v1.Pod{fromAPI(cur)}})
 }
 
 func (s *Source) onDelete(p *v1.Pod) {
@@ -235,7 +236,22 @@ func (s *Source) onDelete(p *v1.Pod) {
 		s.mirror(p)
 		return
 	}
-	s.send(Event{Op: Delete, Pods: []*v1.Pod{p}})
+	s.send(Event{Op: Delete, Pods: []*v1.Pod{fromAPI(p)}})
+}
+
+// fromAPI is the pod as the node sees it: annotated with its source
+// (kubernetes.io/config.source: api), as upstream's pod config does for
+// every source, so that a pod whose author wrote "file" there is not taken
+// for a static pod. The informer's object is not changed; the copy shares
+// everything but the annotations.
+func fromAPI(p *v1.Pod) *v1.Pod {
+	cp := *p
+	cp.Annotations = maps.Clone(p.Annotations)
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	cp.Annotations[podspec.ConfigSourceAnnotationKey] = podspec.APIServerSource
+	return &cp
 }
 
 func (s *Source) mirror(p *v1.Pod) {
