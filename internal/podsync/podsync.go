@@ -271,7 +271,7 @@ func (s *Syncer) syncProbes(pod *v1.Pod, rs *kubecontainer.PodStatus) {
 // a terminal phase).
 func (s *Syncer) setStatus(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult) v1.PodStatus {
 	prev := s.previous(pod)
-	st := s.generate(pod, rs, res, prev)
+	st := s.generate(pod, rs, res, prev, false)
 	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
 		s.cfg.Statuses.Set(ctx, pod, st)
 	}
@@ -296,11 +296,12 @@ func (s *Syncer) previous(pod *v1.Pod) *v1.PodStatus {
 }
 
 // generate computes the pod's status from what the runtime reports and
-// what the sync did, continuing from prev.
-func (s *Syncer) generate(pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult, prev *v1.PodStatus) v1.PodStatus {
+// what the sync did, continuing from prev; terminal: the node stopped its
+// containers for good (status.Input.Terminal).
+func (s *Syncer) generate(pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult, prev *v1.PodStatus, terminal bool) v1.PodStatus {
 	return status.Generate(status.Input{
 		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: s.cfg.HostIPs, RuntimeName: s.cfg.RuntimeName, Now: s.clock.Now(),
-		Probes: s.cfg.Prober,
+		Probes: s.cfg.Prober, Terminal: terminal,
 	})
 }
 
