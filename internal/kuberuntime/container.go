@@ -37,7 +37,7 @@ func newPodFacts(pod *v1.Pod, podIPs, hostIPs []string) podFacts {
 
 func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
 	facts podFacts, volumePaths map[string]string) (*runtimeapi.ContainerConfig, error) {
-	envs, invalid, err := m.buildEnv(ctx, pod, c, facts)
+	envs, invalid, err := m.buildEnv(ctx, pod, c, facts, volumePaths)
 	if err != nil {
 		return nil, err
 	}

@@ -31,8 +31,11 @@ type ServiceEnv func(namespace string, enableServiceLinks bool) (map[string]stri
 // $(VAR) against what is defined so far and the service variables), then
 // the service variables not otherwise defined. A later definition of a name
 // replaces an earlier one. A required ConfigMap, Secret or key that is
-// missing is an error (CreateContainerConfigError).
-func (m *Manager) buildEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, facts podFacts) ([]*runtimeapi.KeyValue, []string, error) {
+// missing is an error (CreateContainerConfigError). A fileKeyRef reads
+// its key from a file in one of the pod's volumes (volumePaths: name ->
+// host path), as the container is created, so after the init containers
+// that wrote it.
+func (m *Manager) buildEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, facts podFacts, volumePaths map[string]string) ([]*runtimeapi.KeyValue, []string, error) {
 	var order []string
 	values := map[string]string{}
 	set := func(k, v string) {
@@ -128,6 +131,15 @@ func (m *Manager) buildEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, fa
 					continue
 				}
 				return nil, nil, fmt.Errorf("couldn't find key %s in %s %s/%s", ref.Key, kind, pod.Namespace, ref.Name)
+			}
+			value = v
+		case src.FileKeyRef != nil:
+			v, ok, err := fileKeyValue(src.FileKeyRef, volumePaths)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !ok {
+				continue
 			}
 			value = v
 		default:

@@ -174,3 +174,60 @@ func TestPodEnvironment(t *testing.T) {
 		t.Fatalf("LATE = %q", env["LATE"])
 	}
 }
+
+// TestPodEnvFiles: env[].valueFrom.fileKeyRef (EnvFiles, beta and on in
+// v1.37) as upstream's FileKeyRef e2e tests: an init container writes an
+// env file into an emptyDir, the next init container and the app
+// container read keys from it (a multi-line value, an optional missing key
+// skipped); a required key that is not in the file leaves the container in
+// CreateContainerConfigError naming the key.
+func TestPodEnvFiles(t *testing.T) {
+	const node = "envfiles-node"
+	c, _ := clusterNode(t, node, "")
+	ns := c.Namespace(t, "envfiles")
+	ctx := context.Background()
+	ref := func(key string, optional bool) *v1.EnvVarSource {
+		return &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "config", Path: "config.env", Key: key, Optional: ptr.To(optional)}}
+	}
+	mk := func(name, key string) *v1.Pod {
+		p := busyboxPod(name, node, `tr '\0' '\n' </proc/1/environ; echo END_OF_ENV; sleep 3600`)
+		mount := []v1.VolumeMount{{Name: "config", MountPath: "/data"}}
+		p.Spec.Volumes = []v1.Volume{{Name: "config", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		p.Spec.InitContainers = []v1.Container{
+			{Name: "setup-envfile", Image: p.Spec.Containers[0].Image, VolumeMounts: mount,
+				Command: []string{"sh", "-c", `printf "# written by an init container\nCONFIG_1='value1'\nCONFIG_2='two\nlines' # two lines\n" > /data/config.env`}},
+			{Name: "use-envfile", Image: p.Spec.Containers[0].Image, Env: []v1.EnvVar{{Name: "CONFIG_1", ValueFrom: ref("CONFIG_1", false)}},
+				Command: []string{"sh", "-c", `test "$CONFIG_1" = value1`}},
+		}
+		p.Spec.Containers[0].Env = []v1.EnvVar{
+			{Name: "FIRST", ValueFrom: ref(key, false)},
+			{Name: "SECOND", ValueFrom: ref("CONFIG_2", false)},
+			{Name: "MAYBE", ValueFrom: ref("ABSENT", true)},
+			{Name: "BOTH", Value: "$(FIRST)+$(SECOND)"},
+		}
+		return p
+	}
+	for _, p := range []*v1.Pod{mk("envfile", "CONFIG_1"), mk("missing-key", "NOT_IN_FILE")} {
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPod(t, c, ns, "envfile", 90*time.Second, "Running", podReady)
+	env := podEnv(t, c, ns, "envfile")
+	for k, v := range map[string]string{"FIRST": "value1", "SECOND": "two", "BOTH": "value1+two"} {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if _, ok := env["MAYBE"]; ok {
+		t.Error("MAYBE set although its optional key is not in the file")
+	}
+	if out, err := c.KubectlOut(t, 20*time.Second, "-n", ns, "logs", "envfile"); err != nil || !strings.Contains(out, "\nSECOND=two\nlines\n") {
+		t.Errorf("SECOND's value not two lines (%v): %q", err, out)
+	}
+	waitPod(t, c, ns, "missing-key", 60*time.Second, "CreateContainerConfigError", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == "CreateContainerConfigError" &&
+			strings.Contains(cs[0].State.Waiting.Message, `environment variable key "NOT_IN_FILE" not found in file`)
+	})
+}
