@@ -330,8 +330,10 @@ func (s *Syncer) StopPod(ctx context.Context, pod *v1.Pod, running *kubecontaine
 // CleanupPod implements podworkers.Syncer: it removes a stopped pod's
 // sandboxes, containers, logs and directories. A pod deleted in the API
 // gets its final status written and is then deleted for good; a static
-// pod's mirror pod is deleted.
-func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod) error {
+// pod's mirror pod is deleted. A pod restarting (added again while it
+// terminated) keeps its stopped sandboxes, containers and logs, which the
+// container GC removes in time, and its mirror pod.
+func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, restarting bool) error {
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
 	// What is left after stopping: every sandbox and container, stopped.
@@ -353,13 +355,15 @@ func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubeconta
 			return err
 		}
 	}
-	if pod != nil && s.cfg.Mirrors != nil && podspec.IsStatic(pod) {
+	if pod != nil && s.cfg.Mirrors != nil && podspec.IsStatic(pod) && !restarting {
 		if err := s.cfg.Mirrors.Delete(ctx, pod); err != nil {
 			logger.Error(err, "Cannot delete the mirror pod", "pod", klog.KObj(pod))
 		}
 	}
-	if err := s.cfg.Runtime.RemovePod(ctx, kuberuntime.RunningFromStatus(rs, running)); err != nil {
-		return err
+	if !restarting {
+		if err := s.cfg.Runtime.RemovePod(ctx, kuberuntime.RunningFromStatus(rs, running)); err != nil {
+			return err
+		}
 	}
 	// What cannot be removed yet is left to the housekeeping's orphan sweep.
 	if err := s.cfg.Cgroups.RemovePod(ctx, uid); err != nil {

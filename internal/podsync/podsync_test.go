@@ -492,18 +492,24 @@ func TestCleanupPod(t *testing.T) {
 		standalone bool
 		wantFinal  v1.PodPhase // "" for no final status written
 		wantMirror int
+		restarting bool // added again while terminating: runtime objects and mirror kept
 	}{
-		{"deleted, every container exited 0", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 0, false, v1.PodSucceeded, 0},
-		{"deleted, a container failed", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 1, false, v1.PodFailed, 0},
-		{"not deleted in the API: no final write", testPod, 0, false, "", 0},
+		{"deleted, every container exited 0", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 0, false, v1.PodSucceeded, 0, false},
+		{"deleted, a container failed", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 1, false, v1.PodFailed, 0, false},
+		{"not deleted in the API: no final write", testPod, 0, false, "", 0, false},
 		{"static: its mirror pod goes, no final write", func() *v1.Pod {
 			p := testPod()
 			p.DeletionTimestamp = &deleted
 			p.Annotations = map[string]string{podspec.ConfigSourceAnnotationKey: podspec.FileSource}
 			return p
-		}, 0, false, "", 1},
-		{"standalone: no API to write to", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 0, true, "", 0},
-		{"known only to the runtime", nil, 0, false, "", 0},
+		}, 0, false, "", 1, false},
+		{"static, added again while terminating: mirror pod, containers and sandboxes kept", func() *v1.Pod {
+			p := testPod()
+			p.Annotations = map[string]string{podspec.ConfigSourceAnnotationKey: podspec.FileSource}
+			return p
+		}, 0, false, "", 0, true},
+		{"standalone: no API to write to", func() *v1.Pod { p := testPod(); p.DeletionTimestamp = &deleted; return p }, 0, true, "", 0, false},
+		{"known only to the runtime", nil, 0, false, "", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -518,7 +524,7 @@ func TestCleanupPod(t *testing.T) {
 				running = nil
 				f.statuses.Set(context.Background(), pod, v1.PodStatus{Phase: v1.PodRunning})
 			}
-			if err := f.s.CleanupPod(context.Background(), pod, running); err != nil {
+			if err := f.s.CleanupPod(context.Background(), pod, running, tc.restarting); err != nil {
 				t.Fatal(err)
 			}
 			switch {
@@ -530,7 +536,7 @@ func TestCleanupPod(t *testing.T) {
 			if f.mirrors.deleted != tc.wantMirror {
 				t.Errorf("mirror pod deleted %d times, want %d", f.mirrors.deleted, tc.wantMirror)
 			}
-			if f.runtime.called("RemovePod") != 1 || f.forget.cgroups != 1 || len(f.volumes.torndown) != 1 {
+			if wantRemoved := map[bool]int{true: 0, false: 1}[tc.restarting]; f.runtime.called("RemovePod") != wantRemoved || f.forget.cgroups != 1 || len(f.volumes.torndown) != 1 {
 				t.Errorf("removed: runtime %v, cgroups %d, volumes %v", f.runtime.calls, f.forget.cgroups, f.volumes.torndown)
 			}
 			if wantImages := map[bool]int{true: 1, false: 0}[pod != nil]; f.forget.images != wantImages {
@@ -645,7 +651,7 @@ func TestEvict(t *testing.T) {
 	if got := strings.Join(f.runtime.calls, ","); got != "GetPodStatus" {
 		t.Errorf("runtime calls after the eviction %s", got)
 	}
-	if err := f.s.CleanupPod(context.Background(), pod, nil); err != nil {
+	if err := f.s.CleanupPod(context.Background(), pod, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if f.s.Evicted(pod.UID) {

@@ -25,8 +25,13 @@ type Syncer interface {
 	// is set).
 	StopPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, gracePeriod *int64) error
 	// CleanupPod removes what is left of a stopped pod: its final status
-	// and API object, its containers, sandboxes and volumes.
-	CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod) error
+	// and API object, its containers, sandboxes and volumes. restarting:
+	// the same pod (a static pod's manifest removed and put back) was
+	// added again while it terminated and runs again next, so what its
+	// restart builds on stays, as upstream's restartRequested: its stopped
+	// containers and sandboxes (the next ones count on from them), their
+	// logs, its mirror pod.
+	CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, restarting bool) error
 }
 
 // firstErrorDelay is the first retry after a failed sync, doubling up to a
@@ -75,7 +80,9 @@ type worker struct {
 	// grace period (the API's own deletion of the pod, which sets the
 	// grace to 0, would otherwise cancel the very delete call causing it).
 	stopping bool
-	cancel   context.CancelFunc // of the in-flight sync or stop
+	// readded: the pod was added again while terminating (Readded).
+	readded bool
+	cancel  context.CancelFunc // of the in-flight sync or stop
 }
 
 // New returns Workers for cfg, whose goroutines live until cfg.Context is
@@ -141,6 +148,23 @@ func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kubecontainer.
 	w.terminate = true
 	w.mu.Unlock()
 	w.poke()
+}
+
+// Readded tells a terminating pod's worker that the pod was added again
+// (same UID): it finishes terminating, keeps what the restart builds on,
+// and the pod runs again once OnTerminated is called. It reports whether
+// the pod was terminating.
+func (ws *Workers) Readded(uid types.UID) bool {
+	w := ws.get(uid, false)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.terminate {
+		w.readded = true
+	}
+	return w.terminate
 }
 
 // Notify wakes the pod's worker, if it has one (a PLEG event).
@@ -269,8 +293,9 @@ func (ws *Workers) run(w *worker) {
 			if err = ws.cfg.Syncer.StopPod(ctx, pod, running, grace); err == nil {
 				w.mu.Lock()
 				w.stopping = false
+				readded := w.readded
 				w.mu.Unlock()
-				err = ws.cfg.Syncer.CleanupPod(ctx, pod, running)
+				err = ws.cfg.Syncer.CleanupPod(ctx, pod, running, readded)
 			}
 			cancel()
 			if err == nil {

@@ -57,6 +57,8 @@ type fakeSyncer struct {
 	// counts the cleanups cut short.
 	cleanBlock    chan struct{}
 	cleanCanceled int
+	// restarting records each CleanupPod's restarting argument.
+	restarting []bool
 }
 
 func (f *fakeSyncer) enter(uid types.UID, op string) {
@@ -94,7 +96,10 @@ func (f *fakeSyncer) StopPod(ctx context.Context, pod *v1.Pod, _ *kubecontainer.
 	return f.blockingOp(ctx, pod.UID, "terminate", f.termBlock, &f.termCanceled)
 }
 
-func (f *fakeSyncer) CleanupPod(ctx context.Context, pod *v1.Pod, _ *kubecontainer.RunningPod) error {
+func (f *fakeSyncer) CleanupPod(ctx context.Context, pod *v1.Pod, _ *kubecontainer.RunningPod, restarting bool) error {
+	f.mu.Lock()
+	f.restarting = append(f.restarting, restarting)
+	f.mu.Unlock()
 	return f.blockingOp(ctx, pod.UID, "cleanup", f.cleanBlock, &f.cleanCanceled)
 }
 
@@ -361,6 +366,42 @@ func TestInterruptAndLive(t *testing.T) {
 		}
 		if !ws.Has("d") {
 			t.Error("Has forgets a finished pod")
+		}
+	})
+}
+
+// A pod added again while it terminates (a static pod's manifest removed
+// and put back): its cleanup is told it restarts, and OnTerminated follows;
+// Readded does nothing to a pod that is not terminating.
+func TestReaddedWhileTerminating(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSyncer{inSync: map[types.UID]int{}, termBlock: make(chan struct{})}
+		terminated := make(chan types.UID, 2)
+		ws := newWorkers(t, Config{Context: t.Context(), Syncer: f, Resync: time.Minute,
+			OnTerminated: func(uid types.UID) { terminated <- uid }})
+		running, gone := newPod("running"), newPod("gone")
+		ws.Sync(running)
+		synctest.Wait()
+		if ws.Readded(running.UID) || ws.Readded("nobody") {
+			t.Fatal("Readded true for a pod that is not terminating")
+		}
+		ws.Terminate(gone.UID, gone, nil, nil)
+		synctest.Wait()
+		if !ws.Readded(gone.UID) {
+			t.Fatal("Readded false for a terminating pod")
+		}
+		close(f.termBlock)
+		synctest.Wait()
+		if uid := <-terminated; uid != gone.UID {
+			t.Fatalf("OnTerminated(%s)", uid)
+		}
+		ws.Terminate(running.UID, running, nil, nil)
+		synctest.Wait()
+		<-terminated
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.restarting) != 2 || !f.restarting[0] || f.restarting[1] {
+			t.Fatalf("cleanups' restarting %v, want [true false]", f.restarting)
 		}
 	})
 }

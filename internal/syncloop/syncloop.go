@@ -37,6 +37,7 @@ type Workers interface {
 	Sync(pod *v1.Pod)
 	Terminate(uid types.UID, pod *v1.Pod, running *kubecontainer.RunningPod, gracePeriod *int64)
 	Notify(uid types.UID)
+	Readded(uid types.UID) bool
 	Forget(uid types.UID)
 	Finished() []types.UID
 }
@@ -276,8 +277,12 @@ func (l *Loop) admitAndRun(ctx context.Context, p *v1.Pod) {
 		return
 	}
 	logger.Info("Pod added", "pod", klog.KObj(p), "podUID", p.UID)
-	// The same UID may have run and finished before (a manifest removed and
-	// put back).
+	// The same UID may have run and finished before, or be terminating
+	// still (a manifest removed and put back): it runs again once
+	// terminated (OnTerminated).
+	if l.cfg.Workers.Readded(p.UID) {
+		logger.Info("Pod added again while terminating; it restarts once terminated", "pod", klog.KObj(p), "podUID", p.UID)
+	}
 	l.cfg.Workers.Forget(p.UID)
 	l.dispatch(p)
 }

@@ -56,7 +56,8 @@ func (f *fakeWorkers) Terminate(uid types.UID, p *v1.Pod, rp *kubecontainer.Runn
 	}
 	f.calls = append(f.calls, "terminate "+name)
 }
-func (f *fakeWorkers) Notify(uid types.UID) { f.calls = append(f.calls, "notify "+string(uid)) }
+func (f *fakeWorkers) Notify(uid types.UID)       { f.calls = append(f.calls, "notify "+string(uid)) }
+func (f *fakeWorkers) Readded(uid types.UID) bool { return false }
 func (f *fakeWorkers) Forget(uid types.UID) {
 	f.calls = append(f.calls, "forget "+string(uid))
 	delete(f.finished, uid)

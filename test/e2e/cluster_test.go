@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -308,6 +310,49 @@ func TestClusterMirrorPodsSurviveDeletion(t *testing.T) {
 	n.RemoveManifest("static.yaml")
 	framework.Eventually(t, 30*time.Second, 200*time.Millisecond, func() bool {
 		_, err := c.Client.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, "mirror pod deleted with its manifest")
+}
+
+// TestClusterStaticPodManifestRecreated: upstream's node e2e "MirrorPod
+// should successfully recreate when file is removed and recreated". The
+// manifest is removed and at once written again in place (same content,
+// so the same pod UID) while the first pod is still terminating: the pod
+// runs again, its container's restartCount 1, and stays running.
+func TestClusterStaticPodManifestRecreated(t *testing.T) {
+	name := "e2e-recreate"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	manifest := podManifest("again", "", container("c", "trap 'exit 0' TERM; while true; do sleep 0.2; done"))
+	path := filepath.Join(n.ManifestDir, "again.yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	pod := n.PodName("again")
+	mp := waitPod(t, c, "default", pod, 60*time.Second, "mirror pod Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	again := waitPod(t, c, "default", pod, 120*time.Second, "mirror pod Running with restartCount 1", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return p.Status.Phase == v1.PodRunning && len(cs) == 1 && cs[0].State.Running != nil && cs[0].RestartCount == 1
+	})
+	t.Logf("running again %v after the manifest was written back (mirror pod UID %s, was %s)", time.Since(start).Round(100*time.Millisecond), again.UID, mp.UID)
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		p := c.Pod(t, "default", pod)
+		if p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Fatalf("the pod did not stay running: phase %s, %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+	}
+	n.RemoveManifest("again.yaml")
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		_, err := c.Client.CoreV1().Pods("default").Get(context.Background(), pod, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, "mirror pod deleted with its manifest")
 }

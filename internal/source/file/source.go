@@ -46,6 +46,7 @@ type Source struct {
 	sent      bool
 	dirError  string
 	dupLogged map[string]bool
+	removed   map[string]bool // files removed or renamed away since the last scan
 }
 
 type fileState struct {
@@ -71,11 +72,15 @@ func New(cfg Config) (*Source, error) {
 		updates: make(chan []*v1.Pod, 1),
 		files:   map[string]*fileState{},
 		seen:    map[string]string{},
+		removed: map[string]bool{},
 	}, nil
 }
 
 // Updates returns the channel of pod sets. Only the latest set matters: if
-// the consumer is slow, an unread older set is replaced.
+// the consumer is slow, an unread older set is replaced; except that a set
+// without the pods of a removed manifest is always delivered before the
+// next one (a manifest removed and written back at once restarts its pod,
+// as upstream's).
 func (s *Source) Updates() <-chan []*v1.Pod { return s.updates }
 
 // Run reads the directory until ctx is done.
@@ -98,7 +103,7 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 	}
 	ensureWatch()
-	s.scan(logger)
+	s.scan(ctx, logger)
 
 	ticker := s.cfg.Clock.NewTicker(s.cfg.Period)
 	defer ticker.Stop()
@@ -117,10 +122,17 @@ func (s *Source) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 			ensureWatch()
-			s.scan(logger)
+			s.scan(ctx, logger)
 		case ev := <-events:
 			if ev.Name == s.cfg.Dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				watching = false
+			}
+			// As upstream: a manifest removed or renamed away is a pod
+			// removed, even when a file of the same name (the same pod)
+			// is back before the directory is read. Hidden files are not
+			// manifests (a writer's temporary file renamed into place).
+			if ev.Name != s.cfg.Dir && ev.Has(fsnotify.Remove|fsnotify.Rename) && !strings.HasPrefix(filepath.Base(ev.Name), ".") {
+				s.removed[ev.Name] = true
 			}
 			if pending == nil {
 				pending = s.cfg.Clock.After(settle)
@@ -129,24 +141,48 @@ func (s *Source) Run(ctx context.Context) error {
 			logger.Error(err, "Static pod directory watch error")
 		case <-pending:
 			pending = nil
-			s.scan(logger)
+			s.scan(ctx, logger)
 		}
 	}
 }
 
-// scan reads the directory and sends the pod set if it changed.
-func (s *Source) scan(logger klog.Logger) {
+// scan reads the directory and sends the pod set if it changed. Manifests
+// removed since the last scan are forgotten first and, if that changes the
+// set, the set without their pods is sent and kept until read before the
+// directory's current set follows.
+func (s *Source) scan(ctx context.Context, logger klog.Logger) {
+	keep := false
+	if len(s.removed) > 0 {
+		for path := range s.removed {
+			delete(s.files, path)
+		}
+		clear(s.removed)
+		if without := s.collect(logger); s.sent && !podsEqual(s.last, without) {
+			s.send(ctx, without, false)
+			keep = true
+		}
+	}
 	pods := s.read(logger)
 	if s.sent && podsEqual(s.last, pods) {
 		return
 	}
+	s.send(ctx, pods, keep)
+}
+
+// send puts pods on the channel, replacing an unread older set unless keep
+// says the unread one must be delivered (then it waits for the consumer).
+func (s *Source) send(ctx context.Context, pods []*v1.Pod, keep bool) {
 	s.last, s.sent = pods, true
-	// Replace an unread older set with this one.
-	select {
-	case <-s.updates:
-	default:
+	if !keep {
+		select {
+		case <-s.updates:
+		default:
+		}
 	}
-	s.updates <- pods
+	select {
+	case s.updates <- pods:
+	case <-ctx.Done():
+	}
 }
 
 func (s *Source) read(logger klog.Logger) []*v1.Pod {
@@ -197,7 +233,12 @@ func (s *Source) read(logger klog.Logger) []*v1.Pod {
 			delete(s.files, path)
 		}
 	}
+	return s.collect(logger)
+}
 
+// collect is the pod set of the files read, each pod annotated with when
+// it was first seen, duplicates dropped, ordered by UID.
+func (s *Source) collect(logger klog.Logger) []*v1.Pod {
 	var pods []*v1.Pod
 	seen := map[string]string{}
 	for _, st := range s.files {

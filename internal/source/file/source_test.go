@@ -228,22 +228,75 @@ func TestScanSendsOnlyChanges(t *testing.T) {
 		}
 	}
 	write(strings.ReplaceAll(podYAML, "%s", "a"))
-	s.scan(logger)
+	s.scan(context.Background(), logger)
 	if got := sent(); got != "a-n1/busybox:1.36" {
 		t.Fatalf("first scan sent %s", got)
 	}
-	s.scan(logger)
+	s.scan(context.Background(), logger)
 	if got := sent(); got != "nothing" {
 		t.Fatalf("a scan of the unchanged directory sent %s", got)
 	}
 	write("kind: Pod\nmetadata: {name: [\n")
-	s.scan(logger)
+	s.scan(context.Background(), logger)
 	if got := sent(); got != "nothing" {
 		t.Fatalf("a scan after a broken edit sent %s", got)
 	}
 	write(strings.ReplaceAll(strings.ReplaceAll(podYAML, "%s", "a"), "1.36", "1.37"))
-	s.scan(logger)
+	s.scan(context.Background(), logger)
 	if got := sent(); got != "a-n1/busybox:1.37" {
 		t.Fatalf("a scan after the fix sent %s", got)
+	}
+}
+
+// A manifest removed (as fsnotify reported it) and written back before the
+// directory is read: the set without its pod is sent and delivered before
+// the set with it again, so the pod is removed and re-added as upstream's
+// (which then restarts it); a removal that does not change the set sends
+// nothing more.
+func TestScanDeliversARemovalBeforeTheFileIsBack(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	content := strings.ReplaceAll(podYAML, "%s", "a")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Dir: dir, NodeName: "n1", Clock: testingclock.NewFakeClock(time.Now())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logger := klog.Background()
+	s.scan(ctx, logger)
+	first := <-s.Updates()
+	if names(first) != "a-n1/busybox:1.36" {
+		t.Fatalf("first set %q", names(first))
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.removed[path] = true
+	done := make(chan struct{})
+	go func() { s.scan(ctx, logger); close(done) }()
+	if got := names(<-s.Updates()); got != "" {
+		t.Fatalf("set after the removal %q, want an empty one", got)
+	}
+	again := <-s.Updates()
+	<-done
+	if names(again) != "a-n1/busybox:1.36" || again[0].UID != first[0].UID {
+		t.Fatalf("set after the file is back %q (UID %s, was %s)", names(again), again[0].UID, first[0].UID)
+	}
+
+	// A removal of a file that held no pod changes nothing.
+	s.removed[filepath.Join(dir, "never.yaml")] = true
+	s.scan(ctx, logger)
+	select {
+	case pods := <-s.Updates():
+		t.Fatalf("a removal that changed nothing sent %q", names(pods))
+	default:
 	}
 }
