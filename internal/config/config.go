@@ -331,6 +331,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&o.RuntimeCgroups, "runtime-cgroups", o.RuntimeCgroups, "Absolute name of the container runtime's cgroup (/system.slice/containerd.service): reported as the summary's runtime system container.")
 	fs.BoolVar(c.FailCgroupV1, "fail-cgroupv1", *c.FailCgroupV1, "Refuse to start on a host using cgroup v1 (default true, as upstream; false runs on cgroup v1).")
 	fs.BoolVar(c.FailSwapOn, "fail-swap-on", *c.FailSwapOn, "Refuse to start when swap is on (/proc/swaps), as upstream's failSwapOn; false starts with swap on, each container getting memorySwap.swapBehavior (NoSwap by default).")
+	fs.BoolVar(c.SeccompDefault, "seccomp-default", *c.SeccompDefault, "Run every container without a seccomp profile of its own (or its pod's) with the runtime's default profile (RuntimeDefault) instead of Unconfined.")
 	// Deprecated upstream flags accepted for compatibility.
 	var ignored string
 	fs.StringVar(&ignored, "pod-infra-container-image", "", "Ignored: the runtime's sandbox image is used.")
@@ -582,6 +583,9 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	}
 	if c.FailSwapOn == nil {
 		c.FailSwapOn = ptr.To(true)
+	}
+	if c.SeccompDefault == nil {
+		c.SeccompDefault = ptr.To(false)
 	}
 	if c.CPUCFSQuota == nil {
 		c.CPUCFSQuota = ptr.To(true)

@@ -60,6 +60,10 @@ type Config struct {
 	// RootDir is the root dir (<root-dir>/seccomp holds Localhost seccomp
 	// profiles).
 	RootDir string
+	// SeccompDefault is seccompDefault: containers without a seccomp
+	// profile of their own or their pod's run with RuntimeDefault, not
+	// Unconfined.
+	SeccompDefault bool
 	// MaxParallelStarts bounds the sandboxes and containers being created
 	// at once (see startGate): 0 means max(8, 2 x CPUs), negative no limit.
 	MaxParallelStarts int

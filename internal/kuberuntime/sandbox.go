@@ -64,13 +64,10 @@ func (m *Manager) sandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32
 		}
 		cfg.Hostname = host
 	}
-	var podSeccomp *v1.SeccompProfile
-	if pod.Spec.SecurityContext != nil {
-		podSeccomp = pod.Spec.SecurityContext.SeccompProfile
-	}
-	if cfg.Linux.SecurityContext.Seccomp, err = m.toSeccomp(podSeccomp); err != nil {
-		return nil, err
-	}
+	// As upstream: the sandbox (its pause process) always runs with the
+	// runtime's default profile, whatever the pod asks of its containers
+	// (kubernetes#84623).
+	cfg.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		if len(sc.Sysctls) > 0 {
 			cfg.Linux.Sysctls = map[string]string{}

@@ -64,8 +64,9 @@ func (m *Manager) verifyRunAsNonRoot(ctx context.Context, pod *v1.Pod, c *v1.Con
 
 // seccompProfile is the container's seccomp profile for CRI, as upstream:
 // the container's securityContext.seccompProfile, else the pod's, else
-// Unconfined (seccompDefault is off); privileged containers are
-// unconfined.
+// RuntimeDefault with seccompDefault, Unconfined without; privileged
+// containers are unconfined (the runtime would not apply a profile to
+// them either).
 func (m *Manager) seccompProfile(pod *v1.Pod, c *v1.Container) (*runtimeapi.SecurityProfile, error) {
 	if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
@@ -82,6 +83,9 @@ func (m *Manager) seccompProfile(pod *v1.Pod, c *v1.Container) (*runtimeapi.Secu
 
 func (m *Manager) toSeccomp(p *v1.SeccompProfile) (*runtimeapi.SecurityProfile, error) {
 	if p == nil {
+		if m.cfg.SeccompDefault {
+			return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
+		}
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
 	}
 	switch p.Type {

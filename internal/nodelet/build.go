@@ -11,6 +11,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/apiclient"
@@ -156,7 +157,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	runner := &prober.Runner{Runtime: rs}
 	rtCfg := kuberuntime.Config{
 		Runtime: rs, Images: n.puller, Hooks: runner, Recorder: n.recorder, Clock: n.clock, PodLogsDir: cfg.PodLogsDir,
-		PodsDir: n.root.Pods(), RootDir: n.opts.RootDir, RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration,
+		PodsDir: n.root.Pods(), RootDir: n.opts.RootDir, RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration, SeccompDefault: ptr.Deref(cfg.SeccompDefault, false),
 		DNS:       kuberuntime.DNSConfig{ResolvConf: *cfg.ResolverConfig, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain},
 		Resources: n.cgroups.ResourceOptions(), PodCgroups: n.cgroups, NodeAllocatable: n.allocatable,
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -338,5 +339,45 @@ func TestRuntimeClassCrun(t *testing.T) {
 	limit := readInt(t, filepath.Join("/sys/fs/cgroup/memory/kubepods/pod"+string(got.UID), "memory.limit_in_bytes"))
 	if limit != 80<<20 {
 		t.Fatalf("pod cgroup memory limit %v, want 80Mi (64Mi + 16Mi overhead)", limit)
+	}
+}
+
+// TestSeccompDefault: with seccompDefault: true, a container without a
+// seccomp profile of its own or its pod's runs with the runtime's default
+// profile (Seccomp: 2, filtered), one that asks for Unconfined does not
+// (0), and a privileged one stays unconfined; the pod sandbox (its pause
+// process) always runs with RuntimeDefault, as upstream's.
+func TestSeccompDefault(t *testing.T) {
+	const node = "seccomp-default-node"
+	c, _ := clusterNode(t, node, "seccompDefault: true\n")
+	ns := c.Namespace(t, "seccomp-default")
+	ctx := context.Background()
+	const report = `grep Seccomp: /proc/self/status; echo END; sleep 3600`
+	plain := busyboxPod("plain", node, report)
+	unconfined := busyboxPod("unconfined", node, report)
+	unconfined.Spec.Containers[0].SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeUnconfined}}
+	podUnconfined := busyboxPod("pod-unconfined", node, report)
+	podUnconfined.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeUnconfined}}
+	privileged := busyboxPod("privileged", node, report)
+	privileged.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true)}
+	for _, p := range []*v1.Pod{plain, unconfined, podUnconfined, privileged} {
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]string{"plain": "Seccomp:\t2", "unconfined": "Seccomp:\t0", "pod-unconfined": "Seccomp:\t0", "privileged": "Seccomp:\t0"} {
+		waitPod(t, c, ns, name, 60*time.Second, "Ready", podReady)
+		mustContain(t, name, podOutput(t, c, ns, name, "c"), want)
+	}
+	// The sandbox of the pod that asked for Unconfined: its pause process
+	// is filtered all the same.
+	p := c.Pod(t, ns, "pod-unconfined")
+	{
+		pid := sandboxPid(t, c, string(p.UID))
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustContain(t, "the sandbox's pause process", string(status), "Seccomp:\t2")
 	}
 }
