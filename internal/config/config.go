@@ -587,6 +587,11 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	if c.SeccompDefault == nil {
 		c.SeccompDefault = ptr.To(false)
 	}
+	// KubeletCrashLoopBackOffMax (beta, on by default): upstream's
+	// default maximum, the restart back-off's own.
+	if on, set := c.FeatureGates["KubeletCrashLoopBackOffMax"]; (on || !set) && c.CrashLoopBackOff.MaxContainerRestartPeriod == nil {
+		c.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: 300 * time.Second}
+	}
 	if c.CPUCFSQuota == nil {
 		c.CPUCFSQuota = ptr.To(true)
 	}
@@ -640,6 +645,16 @@ func defDuration(d *metav1.Duration, v time.Duration) {
 	}
 }
 
+// CrashLoopBackOffMax is the longest container restart back-off the
+// configuration asks for (0: the runtime's default, the feature gate
+// KubeletCrashLoopBackOffMax being off).
+func CrashLoopBackOffMax(c *kubeletv1beta1.KubeletConfiguration) time.Duration {
+	if p := c.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil {
+		return p.Duration
+	}
+	return 0
+}
+
 // Validate refuses configurations nodelet cannot run with.
 func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	var errs []error
@@ -651,6 +666,14 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	errs = append(errs, validateEnforceNodeAllocatable(c)...)
 	errs = append(errs, validateShutdown(c)...)
+	// As upstream's validation, its messages.
+	if on, set := c.FeatureGates["KubeletCrashLoopBackOffMax"]; on || !set {
+		if p := c.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil && (p.Duration < time.Second || p.Duration > 300*time.Second) {
+			errs = append(errs, fmt.Errorf("invalid configuration: CrashLoopBackOff.MaxContainerRestartPeriod (got: %v seconds) must be set between 1s and 300s", p.Duration.Seconds()))
+		}
+	} else if c.CrashLoopBackOff.MaxContainerRestartPeriod != nil {
+		errs = append(errs, fmt.Errorf("invalid configuration: FeatureGate KubeletCrashLoopBackOffMax not enabled, CrashLoopBackOff.MaxContainerRestartPeriod must not be set"))
+	}
 	if c.MaxPods < 0 {
 		errs = append(errs, fmt.Errorf("maxPods must not be negative, got %d", c.MaxPods))
 	}

@@ -127,6 +127,10 @@ func TestBadConfigFiles(t *testing.T) {
 			"kubeletCgroups (--kubelet-cgroups) must be an absolute cgroup name"},
 		"log query without handler": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableSystemLogQuery: true\nenableSystemLogHandler: false\n",
 			"invalid configuration: enableSystemLogHandler is required for enableSystemLogQuery"},
+		"restart period too long": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncrashLoopBackOff: {maxContainerRestartPeriod: 301s}\n",
+			"invalid configuration: CrashLoopBackOff.MaxContainerRestartPeriod (got: 301 seconds) must be set between 1s and 300s"},
+		"restart period without its gate": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates: {KubeletCrashLoopBackOffMax: false}\ncrashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
+			"invalid configuration: FeatureGate KubeletCrashLoopBackOffMax not enabled, CrashLoopBackOff.MaxContainerRestartPeriod must not be set"},
 		"swap behaviour": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmemorySwap: {swapBehavior: UnlimitedSwap}\n",
 			`invalid configuration: memorySwap.swapBehavior "UnlimitedSwap" must be one of: "", "LimitedSwap" or "NoSwap"`},
 	} {
@@ -416,5 +420,28 @@ func TestSystemCgroupFlags(t *testing.T) {
 	}
 	if o.Config.KubeletCgroups != "/kubelet.slice" || o.RuntimeCgroups != "/system.slice/containerd.service" {
 		t.Fatalf("kubeletCgroups %q, runtime cgroups %q", o.Config.KubeletCgroups, o.RuntimeCgroups)
+	}
+}
+
+func TestCrashLoopBackOffMax(t *testing.T) {
+	dir := t.TempDir()
+	for name, tt := range map[string]struct {
+		content string
+		want    time.Duration
+	}{
+		"default":        {"", 300 * time.Second},
+		"set":            {"crashLoopBackOff: {maxContainerRestartPeriod: 5s}\n", 5 * time.Second},
+		"gate off":       {"featureGates: {KubeletCrashLoopBackOffMax: false}\n", 0},
+		"gate on, unset": {"featureGates: {KubeletCrashLoopBackOffMax: true}\n", 300 * time.Second},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		_ = os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+tt.content), 0o644)
+		o, err := Parse(context.Background(), []string{"--config", path})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := CrashLoopBackOffMax(&o.Config); got != tt.want {
+			t.Errorf("%s: %v, want %v", name, got, tt.want)
+		}
 	}
 }

@@ -25,12 +25,27 @@ import (
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
-// Container restart back-off, as upstream: 10 s doubling to 300 s, reset
-// after a container ran cleanly for 2 × 300 s.
+// Container restart back-off, as upstream: 10 s doubling to 300 s (or to
+// crashLoopBackOff.maxContainerRestartPeriod, the first delay no longer
+// than it), reset after a container ran cleanly for 600 s.
 const (
 	BackoffInitial = 10 * time.Second
 	BackoffMax     = 300 * time.Second
+	backoffReset   = 600 * time.Second
 )
+
+// crashLoopBackOff is the container restart back-off for a maximum delay
+// (0: upstream's default, 300 s), as upstream's newCrashLoopBackOff.
+func crashLoopBackOff(maxDelay time.Duration, clk clock.Clock) *flowcontrol.Backoff {
+	if maxDelay <= 0 {
+		maxDelay = BackoffMax
+	}
+	b := flowcontrol.NewFakeBackOff(min(BackoffInitial, maxDelay), maxDelay, clk)
+	b.HasExpiredFunc = func(eventTime, lastUpdate time.Time, _ time.Duration) bool {
+		return eventTime.Sub(lastUpdate) > backoffReset
+	}
+	return b
+}
 
 // ImageEnsurer makes a container's image present and returns its reference.
 type ImageEnsurer interface {
@@ -60,6 +75,9 @@ type Config struct {
 	// RootDir is the root dir (<root-dir>/seccomp holds Localhost seccomp
 	// profiles).
 	RootDir string
+	// CrashLoopBackOffMax is crashLoopBackOff.maxContainerRestartPeriod:
+	// the longest container restart back-off (0: 300 s).
+	CrashLoopBackOffMax time.Duration
 	// SeccompDefault is seccompDefault: containers without a seccomp
 	// profile of their own or their pod's run with RuntimeDefault, not
 	// Unconfined.
@@ -162,7 +180,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:         cfg,
 		rt:          cfg.Runtime,
 		clock:       cfg.Clock,
-		backoff:     flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, cfg.Clock),
+		backoff:     crashLoopBackOff(cfg.CrashLoopBackOffMax, cfg.Clock),
 		statusCache: map[string]*kubecontainer.ContainerStatus{},
 		boxCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		inRuntime:   map[types.UID]bool{},
