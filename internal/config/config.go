@@ -666,6 +666,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	errs = append(errs, validateEnforceNodeAllocatable(c)...)
 	errs = append(errs, validateShutdown(c)...)
+	errs = append(errs, checkUnsupported(c)...)
 	// As upstream's validation, its messages.
 	if on, set := c.FeatureGates["KubeletCrashLoopBackOffMax"]; on || !set {
 		if p := c.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil && (p.Duration < time.Second || p.Duration > 300*time.Second) {

@@ -230,6 +230,13 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := n.setup(ctx, rs, is); err != nil {
 		return err
 	}
+	if n.client == nil && cfg.PodCIDR != "" {
+		// Standalone, podCIDR is the pods' range (the Node's spec has it
+		// in cluster mode: the node status loop passes that on).
+		if err := nodestatus.UpdatePodCIDR(ctx, rs, cfg.PodCIDR); err != nil {
+			logger.Error(err, "Cannot give the runtime podCIDR")
+		}
+	}
 	n.connected.Close()
 	if err := n.devices.Restore(ctx); err != nil {
 		return err

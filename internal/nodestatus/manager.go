@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,7 @@ type Manager struct {
 	// Owned by Run.
 	lastReport time.Time
 	lastReady  *bool
+	podCIDR    string // given to the runtime
 }
 
 // New returns a Manager for cfg. It fails when cfg has no Client,
@@ -336,6 +338,7 @@ func (m *Manager) update(ctx context.Context) {
 	} else if cur, err := m.lister.Get(m.cfg.NodeName); err == nil && cur.ResourceVersion != old.ResourceVersion {
 		old = cur // what the API has now, others' writes included
 	}
+	m.syncPodCIDR(ctx, old)
 	next := old.DeepCopy()
 	m.fillStatus(ctx, next)
 	now := m.cfg.Clock.Now()
@@ -362,6 +365,32 @@ func (m *Manager) update(ctx context.Context) {
 	m.setNode(patched)
 	m.recordPressureEvents(old.Status.Conditions, patched.Status.Conditions)
 	m.recordReadyChange(patched)
+}
+
+// syncPodCIDR gives the runtime the Node's spec.podCIDRs when they change
+// (the controller manager allocates them after registration), as upstream's
+// updatePodCIDR: the runtime's CNI configuration may be templated on it.
+func (m *Manager) syncPodCIDR(ctx context.Context, n *v1.Node) {
+	cidrs := strings.Join(n.Spec.PodCIDRs, ",")
+	if cidrs == "" || cidrs == m.podCIDR {
+		return
+	}
+	if err := UpdatePodCIDR(ctx, m.cfg.Runtime, cidrs); err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to update the runtime's pod CIDR; will retry", "podCIDR", cidrs)
+		return
+	}
+	m.podCIDR = cidrs
+}
+
+// UpdatePodCIDR gives the runtime the node's pod CIDRs (comma-separated)
+// through CRI UpdateRuntimeConfig: from the Node in cluster mode, from
+// podCIDR in the configuration standalone, as upstream.
+func UpdatePodCIDR(ctx context.Context, rs internalapi.RuntimeService, cidrs string) error {
+	if err := rs.UpdateRuntimeConfig(ctx, &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: cidrs}}); err != nil {
+		return fmt.Errorf("failed to update pod CIDR: %w", err)
+	}
+	klog.FromContext(ctx).Info("Updated Pod CIDR", "podCIDR", cidrs)
+	return nil
 }
 
 // recordPressureEvents records the node events of the pressure conditions

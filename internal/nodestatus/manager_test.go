@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -125,5 +126,39 @@ func TestNodeInfoSwap(t *testing.T) {
 		case capacity != 0 && (got == nil || got.Capacity == nil || *got.Capacity != capacity):
 			t.Errorf("swap %d, nodeInfo.swap %+v", capacity, got)
 		}
+	}
+}
+
+// cidrRuntime records the pod CIDRs given through UpdateRuntimeConfig.
+type cidrRuntime struct {
+	*critest.FakeRuntimeService
+	cidrs []string
+}
+
+func (r *cidrRuntime) UpdateRuntimeConfig(ctx context.Context, c *runtimeapi.RuntimeConfig) error {
+	r.cidrs = append(r.cidrs, c.GetNetworkConfig().GetPodCidr())
+	return r.FakeRuntimeService.UpdateRuntimeConfig(ctx, c)
+}
+
+// The Node's spec.podCIDRs reach the runtime once each time they change,
+// again after a failed call, never while the Node has none.
+func TestPodCIDRToRuntime(t *testing.T) {
+	rt := &cidrRuntime{FakeRuntimeService: critest.NewFakeRuntimeService()}
+	m, err := New(Config{Client: fake.NewClientset(), NodeName: "n1", Kubelet: &kubeletv1beta1.KubeletConfiguration{},
+		Runtime: rt, Images: critest.NewFakeImageService(), Recorder: record.NewFakeRecorder(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(cidrs ...string) *v1.Node { return &v1.Node{Spec: v1.NodeSpec{PodCIDRs: cidrs}} }
+	ctx := context.Background()
+	m.syncPodCIDR(ctx, node())
+	m.syncPodCIDR(ctx, node("10.244.1.0/24", "fd00:1::/64"))
+	m.syncPodCIDR(ctx, node("10.244.1.0/24", "fd00:1::/64"))
+	rt.InjectError("UpdateRuntimeConfig", errors.New("runtime busy"))
+	m.syncPodCIDR(ctx, node("10.244.2.0/24"))
+	m.syncPodCIDR(ctx, node("10.244.2.0/24"))
+	want := []string{"10.244.1.0/24,fd00:1::/64", "10.244.2.0/24", "10.244.2.0/24"}
+	if !slices.Equal(rt.cidrs, want) {
+		t.Fatalf("pod CIDRs given %q, want %q", rt.cidrs, want)
 	}
 }
