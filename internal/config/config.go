@@ -200,6 +200,9 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 		c := &o.Config
 		c.SerializeImagePulls = ptr.To(c.MaxParallelImagePulls == nil || *c.MaxParallelImagePulls < 2)
 	}
+	if err := applyLogging(&o.Config.Logging, fs.Changed("v"), fs.Changed("vmodule")); err != nil {
+		return nil, err
+	}
 	if err := o.complete(); err != nil {
 		return nil, err
 	}

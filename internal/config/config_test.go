@@ -445,3 +445,29 @@ func TestCrashLoopBackOffMax(t *testing.T) {
 		}
 	}
 }
+
+// logging.verbosity and logging.vmodule from the file set klog's, unless
+// the flags are given.
+func TestLoggingSettings(t *testing.T) {
+	fs := klogFlagSet()
+	prevV, prevVModule := fs.Lookup("v").Value.String(), fs.Lookup("vmodule").Value.String()
+	t.Cleanup(func() {
+		_ = fs.Set("v", prevV)
+		_ = fs.Set("vmodule", prevVModule)
+	})
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	_ = os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
+		"logging:\n  verbosity: 3\n  vmodule:\n  - {filePattern: sync*, verbosity: 5}\n"), 0o644)
+	if _, err := Parse(context.Background(), []string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	if v, vm := fs.Lookup("v").Value.String(), fs.Lookup("vmodule").Value.String(); v != "3" || vm != "sync*=5" {
+		t.Fatalf("from the file: v %q, vmodule %q", v, vm)
+	}
+	if _, err := Parse(context.Background(), []string{"--config", path, "-v=6", "--vmodule=podsync*=2"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, vm := fs.Lookup("v").Value.String(), fs.Lookup("vmodule").Value.String(); v != "6" || vm != "podsync*=2" {
+		t.Fatalf("flags over the file: v %q, vmodule %q", v, vm)
+	}
+}

@@ -279,8 +279,6 @@ var refusedValues = map[string]string{
 	"volumePluginDir":                           `"/usr/libexec/kubernetes/kubelet-plugins/volume/exec/"`,
 	"logging.format":                            `"json"`,
 	"logging.flushFrequency":                    `"1s"`,
-	"logging.verbosity":                         `4`,
-	"logging.vmodule":                           `[{"filePattern":"sync*","verbosity":5}]`,
 	"logging.options":                           `{"text":{"splitStream":true}}`,
 	"reservedMemory":                            `[{"numaNode":0,"limits":{"memory":"1Gi"}}]`,
 	"enableProfilingHandler":                    `false`,
