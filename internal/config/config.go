@@ -183,6 +183,10 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 			o.Offline.Secrets = *off.Secrets
 		}
 	}
+	// enableServer from the file is --enable-server's default.
+	if o.Config.EnableServer != nil {
+		o.EnableServer = *o.Config.EnableServer
+	}
 	// Second pass: flags registered with the file's values as their defaults,
 	// so only flags actually given override the file.
 	fs = o.flagSet()
@@ -200,6 +204,7 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 		c := &o.Config
 		c.SerializeImagePulls = ptr.To(c.MaxParallelImagePulls == nil || *c.MaxParallelImagePulls < 2)
 	}
+	o.Config.EnableServer = ptr.To(o.EnableServer)
 	if err := applyLogging(&o.Config.Logging, fs.Changed("v"), fs.Changed("vmodule")); err != nil {
 		return nil, err
 	}

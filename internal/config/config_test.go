@@ -471,3 +471,26 @@ func TestLoggingSettings(t *testing.T) {
 		t.Fatalf("flags over the file: v %q, vmodule %q", v, vm)
 	}
 }
+
+// enableServer in the file is --enable-server's default; the flag wins.
+func TestEnableServerFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	_ = os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableServer: false\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--config", path}, false},
+		{[]string{"--config", path, "--enable-server=true"}, true},
+		{[]string{"--enable-server=false"}, false},
+	} {
+		o, err := Parse(context.Background(), tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.EnableServer != tc.want || o.Config.EnableServer == nil || *o.Config.EnableServer != tc.want {
+			t.Errorf("%v: EnableServer %v (config %v), want %v", tc.args, o.EnableServer, o.Config.EnableServer, tc.want)
+		}
+	}
+}

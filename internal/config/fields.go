@@ -71,10 +71,9 @@ const (
 // apiVersion and kind, in the type's order; docs/configuration.md lists
 // the same (TestEveryFieldHasAStatus, TestDocsTableMatches).
 var fieldStatuses = []FieldStatus{
-	{Path: "enableServer", Status: Refused, Accept: []string{`true`},
-		Why:  "the config file's enableServer is not read: use the flag --enable-server=false",
-		Note: "nodelet reads the flag --enable-server only: false in the file is refused rather than ignored.",
-		Test: "TestUnsupportedFieldsRefused"},
+	{Path: "enableServer", Status: Honoured,
+		Note: "false: no kubelet API on port (nor the read-only port); the flag --enable-server wins over the file.",
+		Test: "TestEnableServerFromFile"},
 	{Path: "staticPodPath", Status: Honoured,
 		Note:  "A directory of manifests, rescanned every fileCheckFrequency. Upstream also takes a single manifest file: a path that is a file is refused at start.",
 		Test:  "e2e TestManifestChangeAndRemoval; TestUnsupportedFieldsRefused (a file)",

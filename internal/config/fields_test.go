@@ -245,7 +245,6 @@ func atPath(path, value string) string {
 // refusedValues are values nodelet refuses, for every field refused by
 // checkUnsupported's comparison or by Validate.
 var refusedValues = map[string]string{
-	"enableServer":                              `false`,
 	"httpCheckFrequency":                        `"30s"`,
 	"staticPodURL":                              `"http://example.com/pods"`,
 	"staticPodURLHeader":                        `{"X-Token":["t"]}`,
