@@ -49,6 +49,12 @@ type FieldStatus struct {
 	// Accept are the values (JSON) checkUnsupported accepts for a Refused
 	// field besides nodelet's default: values nodelet's behaviour matches.
 	Accept []string
+	// UpstreamDefault is upstream's default (JSON) of a Refused field
+	// whose default nodelet does not deliver: a configuration that spells
+	// out upstream's defaults (the node e2e suite writes every one, as does
+	// a copy of /configz) must start, so that value is accepted, with a
+	// warning naming the field at start, never silently.
+	UpstreamDefault string
 	// Why is the reason in the refusal or warning message.
 	Why string
 	// check, when set, replaces checkUnsupported's comparison with the
@@ -125,7 +131,7 @@ var fieldStatuses = []FieldStatus{
 		Note: "nodelet never rate-limits pulls: 0 (no limit) is what it does; upstream's default of 5 is not applied.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "registryBurst", Status: Refused, Why: whyPullRate,
 		Note: "Image pulls are not rate-limited.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "imagePullCredentialsVerificationPolicy", Status: Refused, Why: whyPullVerify, Accept: []string{`"NeverVerify"`},
+	{Path: "imagePullCredentialsVerificationPolicy", Status: Refused, Why: whyPullVerify, Accept: []string{`"NeverVerify"`}, UpstreamDefault: `"NeverVerifyPreloadedImages"`,
 		Note: "nodelet behaves as NeverVerify (which it accepts); upstream's default is NeverVerifyPreloadedImages.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "preloadedImagesVerificationAllowlist", Status: Refused, Why: whyPullVerify,
 		Note: "Only meaningful with the NeverVerifyAllowlistedImages policy, which is not implemented.", Test: "TestUnsupportedFieldsRefused"},
@@ -139,7 +145,7 @@ var fieldStatuses = []FieldStatus{
 		Test: "e2e TestHealthzReportsUnreachableRuntime (the framework's healthzPort)"},
 	{Path: "healthzBindAddress", Status: Honoured, Note: "Address of the healthz endpoint.",
 		Test: "e2e TestHealthzReportsUnreachableRuntime (the framework's healthzBindAddress)"},
-	{Path: "oomScoreAdj", Status: Refused, Why: "nodelet does not set its own oom_score_adj",
+	{Path: "oomScoreAdj", Status: Refused, Why: "nodelet does not set its own oom_score_adj", UpstreamDefault: `-999`,
 		Note: "nodelet keeps the score it is started with (set OOMScoreAdjust in its unit); upstream's default sets -999.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "clusterDomain", Status: Honoured, Note: "Search domain and FQDN hostnames of the pods.",
 		Test: "e2e TestPodSecurityNamesAndDNS"},
@@ -211,7 +217,7 @@ var fieldStatuses = []FieldStatus{
 		Note:  "Images listed in the node status (50 by default; 0: none). -1 (no cap upstream) is refused at start: nodelet would list 50. No test sets it.",
 		Test:  "TestUnsupportedFieldsRefused (-1)",
 		check: checkNodeStatusMaxImages},
-	{Path: "maxOpenFiles", Status: Refused, Why: "nodelet does not set its own open files limit",
+	{Path: "maxOpenFiles", Status: Refused, Why: "nodelet does not set its own open files limit", UpstreamDefault: `1000000`,
 		Note: "nodelet keeps the limit it is started with (set LimitNOFILE in its unit); upstream's default sets 1000000.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "contentType", Status: Honoured, Note: "Content type of the API requests (protobuf by default).",
 		Test: "internal/apiclient TestClients (the default only)"},
@@ -243,7 +249,7 @@ var fieldStatuses = []FieldStatus{
 	{Path: "protectKernelDefaults", Status: Refused, Why: "nodelet neither checks nor sets the kernel tunables",
 		Note: "Unset, upstream sets vm.overcommit_memory, vm.panic_on_oom, kernel.panic and kernel.panic_on_oops; nodelet leaves them as they are.",
 		Test: "TestUnsupportedFieldsRefused"},
-	{Path: "makeIPTablesUtilChains", Status: Refused, Why: "nodelet does not create the KUBE-IPTABLES-HINT and KUBE-FIREWALL chains", Accept: []string{`false`},
+	{Path: "makeIPTablesUtilChains", Status: Refused, Why: "nodelet does not create the KUBE-IPTABLES-HINT and KUBE-FIREWALL chains", Accept: []string{`false`}, UpstreamDefault: `true`,
 		Note: "false (no chains) is what nodelet does; true is refused. Unset, upstream creates the chains and nodelet does not.",
 		Test: "TestUnsupportedFieldsRefused"},
 	{Path: "iptablesMasqueradeBit", Status: Warned, Why: "deprecated upstream, where it no longer has any effect",
@@ -267,7 +273,7 @@ var fieldStatuses = []FieldStatus{
 		Test: "internal/logs TestNewConfig, TestRotateOnceWorkers"},
 	{Path: "containerLogMonitorInterval", Status: Honoured, Note: "Period of the log size check.",
 		Test: "e2e TestContainerLogRotation; internal/logs TestNewConfig"},
-	{Path: "configMapAndSecretChangeDetectionStrategy", Status: Refused, Accept: []string{`"Cache"`},
+	{Path: "configMapAndSecretChangeDetectionStrategy", Status: Refused, Accept: []string{`"Cache"`}, UpstreamDefault: `"Watch"`,
 		Why:  "nodelet reads ConfigMaps and Secrets through a TTL cache, the Cache strategy; Watch and Get are not implemented",
 		Note: "nodelet behaves as Cache (accepted); upstream's default is Watch.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "systemReserved", Status: Honoured, Note: "Subtracted from allocatable; enforced on systemReservedCgroup when asked.",
@@ -288,7 +294,7 @@ var fieldStatuses = []FieldStatus{
 		Test: "internal/admission TestSysctls"},
 	{Path: "defaultPodSysctls", Status: Refused, Why: "default pod sysctls, alpha upstream, are not implemented",
 		Note: "Alpha upstream, not implemented.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "volumePluginDir", Status: Refused, Why: "FlexVolume plugins are not implemented, CSI drivers are",
+	{Path: "volumePluginDir", Status: Refused, Why: "FlexVolume plugins are not implemented, CSI drivers are", UpstreamDefault: `"/usr/libexec/kubernetes/kubelet-plugins/volume/exec/"`,
 		Note: "No FlexVolume: CSI drivers only.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "providerID", Status: Honoured, Note: "The Node's spec.providerID. No test sets it."},
 	{Path: "kernelMemcgNotification", Status: Honoured,
@@ -322,7 +328,7 @@ var fieldStatuses = []FieldStatus{
 	{Path: "enableProfilingHandler", Status: Refused, Accept: []string{`true`},
 		Why:  "nodelet serves /debug/pprof/ whenever enableDebuggingHandlers is on",
 		Note: "pprof follows enableDebuggingHandlers; false is refused.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "enableDebugFlagsHandler", Status: Refused, Accept: []string{`false`},
+	{Path: "enableDebugFlagsHandler", Status: Refused, Accept: []string{`false`}, UpstreamDefault: `true`,
 		Why:  "nodelet has no /debug/flags/v endpoint",
 		Note: "false (no endpoint) is what nodelet does; true is refused. Unset, upstream serves it and nodelet does not.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "seccompDefault", Status: Honoured, Note: "RuntimeDefault seccomp profile for containers without one.",
@@ -471,6 +477,10 @@ func checkUnsupported(c *kubeletv1beta1.KubeletConfiguration) []error {
 		}
 		got := fieldJSON(c, f.Path)
 		if sameJSON(got, fieldJSON(def, f.Path)) || acceptedJSON(got, f.Accept) {
+			continue
+		}
+		if f.UpstreamDefault != "" && sameJSON(got, f.UpstreamDefault) {
+			klog.Background().Info("Warning: a configuration field is set to upstream's default, which nodelet does not apply", "field", f.Path, "value", got, "why", f.Why)
 			continue
 		}
 		msg := fmt.Sprintf("%s %s is not supported by nodelet (%s); remove it", f.Path, got, f.Why)

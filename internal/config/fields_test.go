@@ -254,7 +254,7 @@ var refusedValues = map[string]string{
 	"imagePullCredentialsVerificationPolicy":    `"AlwaysVerify"`,
 	"preloadedImagesVerificationAllowlist":      `["registry.k8s.io/pause"]`,
 	"enableContentionProfiling":                 `true`,
-	"oomScoreAdj":                               `-999`,
+	"oomScoreAdj":                               `-500`,
 	"systemCgroups":                             `"/system.slice"`,
 	"cpuManagerPolicy":                          `"static"`,
 	"singleProcessOOMKill":                      `true`,
@@ -266,22 +266,20 @@ var refusedValues = map[string]string{
 	"topologyManagerPolicyOptions":              `{"prefer-closest-numa-nodes":"true"}`,
 	"qosReserved":                               `{"memory":"50%"}`,
 	"runOnce":                                   `true`,
-	"maxOpenFiles":                              `1000000`,
+	"maxOpenFiles":                              `4096`,
 	"podsPerCore":                               `10`,
 	"enableControllerAttachDetach":              `false`,
 	"protectKernelDefaults":                     `true`,
-	"makeIPTablesUtilChains":                    `true`,
-	"configMapAndSecretChangeDetectionStrategy": `"Watch"`,
+	"configMapAndSecretChangeDetectionStrategy": `"Get"`,
 	"reservedSystemCPUs":                        `"0"`,
 	"showHiddenMetricsForVersion":               `"1.36"`,
 	"defaultPodSysctls":                         `{"net.ipv4.ip_forward":"1"}`,
-	"volumePluginDir":                           `"/usr/libexec/kubernetes/kubelet-plugins/volume/exec/"`,
+	"volumePluginDir":                           `"/opt/flexvolume/"`,
 	"logging.format":                            `"json"`,
 	"logging.flushFrequency":                    `"1s"`,
 	"logging.options":                           `{"text":{"splitStream":true}}`,
 	"reservedMemory":                            `[{"numaNode":0,"limits":{"memory":"1Gi"}}]`,
 	"enableProfilingHandler":                    `false`,
-	"enableDebugFlagsHandler":                   `true`,
 	"memoryThrottlingFactor":                    `0.9`,
 	"memoryReservationPolicy":                   `"TieredReservation"`,
 	"tracing":                                   `{"endpoint":"localhost:4317"}`,
@@ -301,7 +299,15 @@ func TestUnsupportedFieldsRefused(t *testing.T) {
 			continue
 		}
 		t.Run(f.Path, func(t *testing.T) {
+			if f.UpstreamDefault != "" {
+				if err := Validate(configFrom(t, atPath(f.Path, f.UpstreamDefault))); err != nil {
+					t.Errorf("upstream's default %s: %v", atPath(f.Path, f.UpstreamDefault), err)
+				}
+			}
 			bad, ok := refusedValues[f.Path]
+			if !ok && f.UpstreamDefault != "" && len(f.Accept) > 0 {
+				return // a boolean whose two values are accepted, upstream's default with a warning
+			}
 			if !ok {
 				t.Fatalf("no refused value for %s in refusedValues", f.Path)
 			}
@@ -419,5 +425,16 @@ volumeStatsAggPeriod: 0s
 	}
 	if _, err := Parse(context.Background(), []string{"--config", path, "--hostname-override", "n"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A configuration spelling out upstream's defaults (as the node e2e suite
+// writes it) starts, the defaults nodelet does not apply warned about.
+func TestUpstreamDefaultsAccepted(t *testing.T) {
+	c := configFrom(t, `{"imagePullCredentialsVerificationPolicy":"NeverVerifyPreloadedImages","oomScoreAdj":-999,"maxOpenFiles":1000000,`+
+		`"makeIPTablesUtilChains":true,"configMapAndSecretChangeDetectionStrategy":"Watch",`+
+		`"volumePluginDir":"/usr/libexec/kubernetes/kubelet-plugins/volume/exec/","enableDebugFlagsHandler":true}`)
+	if err := Validate(c); err != nil {
+		t.Fatalf("upstream's defaults refused: %v", err)
 	}
 }
