@@ -595,6 +595,12 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	if c.SeccompDefault == nil {
 		c.SeccompDefault = ptr.To(false)
 	}
+	if c.OOMScoreAdj == nil {
+		c.OOMScoreAdj = ptr.To[int32](-999)
+	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = 1000000
+	}
 	// KubeletCrashLoopBackOffMax (beta, on by default): upstream's
 	// default maximum, the restart back-off's own.
 	if on, set := c.FeatureGates["KubeletCrashLoopBackOffMax"]; (on || !set) && c.CrashLoopBackOff.MaxContainerRestartPeriod == nil {

@@ -254,7 +254,6 @@ var refusedValues = map[string]string{
 	"imagePullCredentialsVerificationPolicy":    `"AlwaysVerify"`,
 	"preloadedImagesVerificationAllowlist":      `["registry.k8s.io/pause"]`,
 	"enableContentionProfiling":                 `true`,
-	"oomScoreAdj":                               `-500`,
 	"systemCgroups":                             `"/system.slice"`,
 	"cpuManagerPolicy":                          `"static"`,
 	"singleProcessOOMKill":                      `true`,
@@ -266,7 +265,6 @@ var refusedValues = map[string]string{
 	"topologyManagerPolicyOptions":              `{"prefer-closest-numa-nodes":"true"}`,
 	"qosReserved":                               `{"memory":"50%"}`,
 	"runOnce":                                   `true`,
-	"maxOpenFiles":                              `4096`,
 	"podsPerCore":                               `10`,
 	"enableControllerAttachDetach":              `false`,
 	"protectKernelDefaults":                     `true`,
@@ -431,7 +429,7 @@ volumeStatsAggPeriod: 0s
 // A configuration spelling out upstream's defaults (as the node e2e suite
 // writes it) starts, the defaults nodelet does not apply warned about.
 func TestUpstreamDefaultsAccepted(t *testing.T) {
-	c := configFrom(t, `{"imagePullCredentialsVerificationPolicy":"NeverVerifyPreloadedImages","oomScoreAdj":-999,"maxOpenFiles":1000000,`+
+	c := configFrom(t, `{"imagePullCredentialsVerificationPolicy":"NeverVerifyPreloadedImages",`+
 		`"makeIPTablesUtilChains":true,"configMapAndSecretChangeDetectionStrategy":"Watch",`+
 		`"volumePluginDir":"/usr/libexec/kubernetes/kubelet-plugins/volume/exec/","enableDebugFlagsHandler":true}`)
 	if err := Validate(c); err != nil {

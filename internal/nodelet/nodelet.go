@@ -39,6 +39,7 @@ import (
 	"github.com/nodelet/nodelet/internal/podsync"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/process"
 	"github.com/nodelet/nodelet/internal/rootdir"
 	"github.com/nodelet/nodelet/internal/serviceenv"
 	"github.com/nodelet/nodelet/internal/shutdown"
@@ -213,6 +214,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 		return err
 	}
 	n.warnSwapTmpfs(n.machine)
+	process.Apply(ctx, process.Settings{OOMScoreAdj: cfg.OOMScoreAdj, MaxOpenFiles: &cfg.MaxOpenFiles})
 	defer n.loops.Stop()
 	if err := n.loops.Start(ctx, n.earlyLoops()...); err != nil {
 		return err

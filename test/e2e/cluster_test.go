@@ -279,6 +279,31 @@ func TestClusterCrashLoopAndOutOfCPU(t *testing.T) {
 	}
 }
 
+// TestCrashLoopBackOffMax: crashLoopBackOff.maxContainerRestartPeriod
+// (KubeletCrashLoopBackOffMax) caps the restart back-off: with 2 s a
+// crashing container restarts about every 2 s (upstream's default, 10 s
+// doubling, allows two restarts in the first 30 s), still reported as
+// CrashLoopBackOff between its runs.
+func TestCrashLoopBackOffMax(t *testing.T) {
+	name := "e2e-backoff-max"
+	c, _ := clusterNode(t, name, "crashLoopBackOff:\n  maxContainerRestartPeriod: 2s\n")
+	ns := c.Namespace(t, "backoff")
+	if _, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), busyboxPod("crash", name, "exit 1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitPod(t, c, ns, "crash", 30*time.Second, "6 restarts within 30 s", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].RestartCount >= 6
+	})
+	t.Logf("6 restarts %v after the pod was created", time.Since(start).Round(100*time.Millisecond))
+	waitPod(t, c, ns, "crash", 10*time.Second, "CrashLoopBackOff between restarts", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == "CrashLoopBackOff" &&
+			strings.Contains(cs[0].State.Waiting.Message, "back-off 2s restarting failed container=c")
+	})
+}
+
 func TestClusterMirrorPodsSurviveDeletion(t *testing.T) {
 	name := "e2e-mirror"
 	c := framework.RequireCluster(t)
