@@ -25,6 +25,15 @@ var (
 	containerMemoryUsageDesc = prometheus.NewDesc("container_memory_working_set_bytes",
 		"[STABLE] Current working set of the container in bytes",
 		[]string{"container", "pod", "namespace"}, nil)
+	containerSwapUsageDesc = prometheus.NewDesc("container_swap_usage_bytes",
+		"[ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems",
+		[]string{"container", "pod", "namespace"}, nil)
+	containerSwapLimitDesc = prometheus.NewDesc("container_swap_limit_bytes",
+		"[ALPHA] Current amount of the container swap limit in bytes. Reported only on non-windows systems",
+		[]string{"container", "pod", "namespace"}, nil)
+	podSwapUsageDesc = prometheus.NewDesc("pod_swap_usage_bytes",
+		"[ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems",
+		[]string{"pod", "namespace"}, nil)
 	containerStartTimeDesc = prometheus.NewDesc("container_start_time_seconds",
 		"[STABLE] Start time of the container since unix epoch in seconds",
 		[]string{"container", "pod", "namespace"}, nil)
@@ -59,6 +68,9 @@ func (c *resourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- containerMemoryUsageDesc
 	ch <- podCPUUsageDesc
 	ch <- podMemoryUsageDesc
+	ch <- containerSwapUsageDesc
+	ch <- containerSwapLimitDesc
+	ch <- podSwapUsageDesc
 	ch <- resourceScrapeErrorDesc
 }
 
@@ -131,6 +143,17 @@ func collectMetrics(ch chan<- prometheus.Metric, s *statsv1alpha1.Summary) {
 				emit(c.Memory.Time.Time, containerMemoryUsageDesc, prometheus.GaugeValue,
 					float64(*c.Memory.WorkingSetBytes), c.Name, pod.PodRef.Name, pod.PodRef.Namespace)
 			}
+			// As upstream: the limit is the available swap plus the usage.
+			if sw := c.Swap; sw != nil {
+				usage := float64(0)
+				if sw.SwapUsageBytes != nil {
+					usage = float64(*sw.SwapUsageBytes)
+					emit(sw.Time.Time, containerSwapUsageDesc, prometheus.GaugeValue, usage, c.Name, pod.PodRef.Name, pod.PodRef.Namespace)
+				}
+				if sw.SwapAvailableBytes != nil {
+					emit(sw.Time.Time, containerSwapLimitDesc, prometheus.GaugeValue, float64(*sw.SwapAvailableBytes)+usage, c.Name, pod.PodRef.Name, pod.PodRef.Namespace)
+				}
+			}
 		}
 		if pod.CPU != nil && pod.CPU.UsageCoreNanoSeconds != nil {
 			emit(pod.CPU.Time.Time, podCPUUsageDesc, prometheus.CounterValue,
@@ -139,6 +162,9 @@ func collectMetrics(ch chan<- prometheus.Metric, s *statsv1alpha1.Summary) {
 		if pod.Memory != nil && pod.Memory.WorkingSetBytes != nil {
 			emit(pod.Memory.Time.Time, podMemoryUsageDesc, prometheus.GaugeValue,
 				float64(*pod.Memory.WorkingSetBytes), pod.PodRef.Name, pod.PodRef.Namespace)
+		}
+		if pod.Swap != nil && pod.Swap.SwapUsageBytes != nil {
+			emit(pod.Swap.Time.Time, podSwapUsageDesc, prometheus.GaugeValue, float64(*pod.Swap.SwapUsageBytes), pod.PodRef.Name, pod.PodRef.Namespace)
 		}
 	}
 }

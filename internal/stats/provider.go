@@ -267,9 +267,9 @@ func (p *Provider) pruneRates(s *sample) {
 // build turns a sample into a Summary.
 func (p *Provider) build(ctx context.Context, s *sample, rates map[string]uint64, full bool) *statsv1alpha1.Summary {
 	b := &builder{p: p, s: s, rates: rates, full: full, logger: klog.FromContext(ctx), ctx: ctx, fsByMount: make(map[string]*fsInfo)}
-	if full {
-		b.cgroups = indexPodCgroups(podCgroupIDs(p.cfg.Machine.Cgroups, p.cfg.PodsCgroup))
-	}
+	// The pods' and containers' cgroups: PSI, and swap where the runtime
+	// reports none (the resource metrics have swap too).
+	b.cgroups = indexPodCgroups(podCgroupIDs(p.cfg.Machine.Cgroups, p.cfg.PodsCgroup))
 	out := &statsv1alpha1.Summary{Node: b.node(ctx)}
 	var infos map[string]PodInfo
 	if p.cfg.Pods != nil {
@@ -552,6 +552,10 @@ func (b *builder) pod(rp *rawPod, info PodInfo) statsv1alpha1.PodStats {
 		}
 	}
 
+	// The pod cgroup's swap, as upstream reports cadvisor's for it.
+	if id, ok := b.cgroups.byUID[meta.GetUid()]; ok {
+		ps.Swap = cgroupSwap(b.p.cfg.Machine.Cgroups, id, b.s.at)
+	}
 	if b.full {
 		// The pod cgroup's PSI, as upstream reports cadvisor's for it
 		// (the runtime's otherwise; none when summed from the containers).
@@ -705,6 +709,8 @@ func (b *builder) container(rc rawContainer, meta *runtimeapi.PodSandboxMetadata
 			SwapUsageBytes:     uint64Value(sw.SwapUsageBytes),
 			SwapAvailableBytes: uint64Value(sw.SwapAvailableBytes),
 		}
+	} else if id, ok := b.cgroups.byID[rc.meta.Id]; ok {
+		cs.Swap = cgroupSwap(b.p.cfg.Machine.Cgroups, id, b.s.at)
 	}
 	if !b.full {
 		return cs
