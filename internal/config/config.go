@@ -559,12 +559,9 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	if c.SerializeImagePulls == nil {
 		c.SerializeImagePulls = ptr.To(c.MaxParallelImagePulls == nil || *c.MaxParallelImagePulls <= 1)
 	}
-	if c.RegistryPullQPS == nil {
-		c.RegistryPullQPS = ptr.To[int32](5)
-	}
-	if c.RegistryBurst == 0 {
-		c.RegistryBurst = 10
-	}
+	// registryPullQPS and registryBurst are left unset: nodelet does not
+	// rate-limit pulls, and upstream's defaults (5, 10) set explicitly are
+	// warned about (fieldStatuses).
 	if c.EventRecordQPS == nil {
 		c.EventRecordQPS = ptr.To[int32](50)
 	}
@@ -677,6 +674,17 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	if c.FileCheckFrequency.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("fileCheckFrequency must be positive, got %v", c.FileCheckFrequency.Duration))
+	}
+	// As upstream's validation, its messages.
+	if c.MaxOpenFiles < 0 {
+		errs = append(errs, fmt.Errorf("invalid configuration: maxOpenFiles (--max-open-files) %v must not be a negative number", c.MaxOpenFiles))
+	}
+	if c.OOMScoreAdj != nil && (*c.OOMScoreAdj < -1000 || *c.OOMScoreAdj > 1000) {
+		errs = append(errs, fmt.Errorf("invalid configuration: oomScoreAdj (--oom-score-adj) %v must be between -1000 and 1000, inclusive", *c.OOMScoreAdj))
+	}
+	// The read-only port is served by the kubelet API's server here.
+	if c.EnableServer != nil && !*c.EnableServer && c.ReadOnlyPort > 0 {
+		errs = append(errs, fmt.Errorf("readOnlyPort %d with enableServer false is not supported by nodelet (it serves the read-only port with the kubelet API); set readOnlyPort to 0 or enableServer to true", c.ReadOnlyPort))
 	}
 	errs = append(errs, validateEnforceNodeAllocatable(c)...)
 	errs = append(errs, validateShutdown(c)...)

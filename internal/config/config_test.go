@@ -131,6 +131,12 @@ func TestBadConfigFiles(t *testing.T) {
 			"invalid configuration: CrashLoopBackOff.MaxContainerRestartPeriod (got: 301 seconds) must be set between 1s and 300s"},
 		"restart period without its gate": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates: {KubeletCrashLoopBackOffMax: false}\ncrashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
 			"invalid configuration: FeatureGate KubeletCrashLoopBackOffMax not enabled, CrashLoopBackOff.MaxContainerRestartPeriod must not be set"},
+		"negative maxOpenFiles": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxOpenFiles: -1\n",
+			"invalid configuration: maxOpenFiles (--max-open-files) -1 must not be a negative number"},
+		"oomScoreAdj out of range": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\noomScoreAdj: -1001\n",
+			"invalid configuration: oomScoreAdj (--oom-score-adj) -1001 must be between -1000 and 1000, inclusive"},
+		"read-only port without the server": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableServer: false\nreadOnlyPort: 10255\n",
+			"readOnlyPort 10255 with enableServer false is not supported by nodelet"},
 		"swap behaviour": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmemorySwap: {swapBehavior: UnlimitedSwap}\n",
 			`invalid configuration: memorySwap.swapBehavior "UnlimitedSwap" must be one of: "", "LimitedSwap" or "NoSwap"`},
 	} {

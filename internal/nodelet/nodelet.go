@@ -232,9 +232,9 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	if err := n.setup(ctx, rs, is); err != nil {
 		return err
 	}
-	if n.client == nil && cfg.PodCIDR != "" {
-		// Standalone, podCIDR is the pods' range (the Node's spec has it
-		// in cluster mode: the node status loop passes that on).
+	if cfg.PodCIDR != "" {
+		// As upstream, at start; in cluster mode the Node's spec.podCIDRs,
+		// once allocated, replace it (the node status loop).
 		if err := nodestatus.UpdatePodCIDR(ctx, rs, cfg.PodCIDR); err != nil {
 			logger.Error(err, "Cannot give the runtime podCIDR")
 		}

@@ -146,6 +146,8 @@ func (ws *Workers) Terminate(uid types.UID, pod *v1.Pod, running *kubecontainer.
 		w.cancel()
 	}
 	w.terminate = true
+	// Wanted no more, even if it had been added back meanwhile.
+	w.readded = false
 	w.mu.Unlock()
 	w.poke()
 }

@@ -398,10 +398,21 @@ func TestReaddedWhileTerminating(t *testing.T) {
 		ws.Terminate(running.UID, running, nil, nil)
 		synctest.Wait()
 		<-terminated
+		// Added back, then removed again before it finished terminating:
+		// not restarting after all (its mirror pod must go).
+		f.termBlock = make(chan struct{})
+		again := newPod("again")
+		ws.Terminate(again.UID, again, nil, nil)
+		synctest.Wait()
+		ws.Readded(again.UID)
+		ws.Terminate(again.UID, again, nil, nil)
+		close(f.termBlock)
+		synctest.Wait()
+		<-terminated
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if len(f.restarting) != 2 || !f.restarting[0] || f.restarting[1] {
-			t.Fatalf("cleanups' restarting %v, want [true false]", f.restarting)
+		if len(f.restarting) != 3 || !f.restarting[0] || f.restarting[1] || f.restarting[2] {
+			t.Fatalf("cleanups' restarting %v, want [true false false]", f.restarting)
 		}
 	})
 }

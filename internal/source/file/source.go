@@ -86,6 +86,7 @@ func (s *Source) Updates() <-chan []*v1.Pod { return s.updates }
 // Run reads the directory until ctx is done.
 func (s *Source) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("source", "file", "path", s.cfg.Dir)
+	ctx = klog.NewContext(ctx, logger)
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		logger.Error(err, "Cannot watch the static pod directory; relying on the periodic re-read")
@@ -103,7 +104,7 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 	}
 	ensureWatch()
-	s.scan(ctx, logger)
+	s.scan(ctx)
 
 	ticker := s.cfg.Clock.NewTicker(s.cfg.Period)
 	defer ticker.Stop()
@@ -122,7 +123,7 @@ func (s *Source) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 			ensureWatch()
-			s.scan(ctx, logger)
+			s.scan(ctx)
 		case ev := <-events:
 			if ev.Name == s.cfg.Dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				watching = false
@@ -141,7 +142,7 @@ func (s *Source) Run(ctx context.Context) error {
 			logger.Error(err, "Static pod directory watch error")
 		case <-pending:
 			pending = nil
-			s.scan(ctx, logger)
+			s.scan(ctx)
 		}
 	}
 }
@@ -150,7 +151,8 @@ func (s *Source) Run(ctx context.Context) error {
 // removed since the last scan are forgotten first and, if that changes the
 // set, the set without their pods is sent and kept until read before the
 // directory's current set follows.
-func (s *Source) scan(ctx context.Context, logger klog.Logger) {
+func (s *Source) scan(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	keep := false
 	if len(s.removed) > 0 {
 		for path := range s.removed {

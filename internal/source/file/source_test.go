@@ -228,21 +228,21 @@ func TestScanSendsOnlyChanges(t *testing.T) {
 		}
 	}
 	write(strings.ReplaceAll(podYAML, "%s", "a"))
-	s.scan(context.Background(), logger)
+	s.scan(klog.NewContext(context.Background(), logger))
 	if got := sent(); got != "a-n1/busybox:1.36" {
 		t.Fatalf("first scan sent %s", got)
 	}
-	s.scan(context.Background(), logger)
+	s.scan(klog.NewContext(context.Background(), logger))
 	if got := sent(); got != "nothing" {
 		t.Fatalf("a scan of the unchanged directory sent %s", got)
 	}
 	write("kind: Pod\nmetadata: {name: [\n")
-	s.scan(context.Background(), logger)
+	s.scan(klog.NewContext(context.Background(), logger))
 	if got := sent(); got != "nothing" {
 		t.Fatalf("a scan after a broken edit sent %s", got)
 	}
 	write(strings.ReplaceAll(strings.ReplaceAll(podYAML, "%s", "a"), "1.36", "1.37"))
-	s.scan(context.Background(), logger)
+	s.scan(klog.NewContext(context.Background(), logger))
 	if got := sent(); got != "a-n1/busybox:1.37" {
 		t.Fatalf("a scan after the fix sent %s", got)
 	}
@@ -267,7 +267,7 @@ func TestScanDeliversARemovalBeforeTheFileIsBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	logger := klog.Background()
-	s.scan(ctx, logger)
+	s.scan(klog.NewContext(ctx, logger))
 	first := <-s.Updates()
 	if names(first) != "a-n1/busybox:1.36" {
 		t.Fatalf("first set %q", names(first))
@@ -281,7 +281,7 @@ func TestScanDeliversARemovalBeforeTheFileIsBack(t *testing.T) {
 	}
 	s.removed[path] = true
 	done := make(chan struct{})
-	go func() { s.scan(ctx, logger); close(done) }()
+	go func() { s.scan(klog.NewContext(ctx, logger)); close(done) }()
 	if got := names(<-s.Updates()); got != "" {
 		t.Fatalf("set after the removal %q, want an empty one", got)
 	}
@@ -293,7 +293,7 @@ func TestScanDeliversARemovalBeforeTheFileIsBack(t *testing.T) {
 
 	// A removal of a file that held no pod changes nothing.
 	s.removed[filepath.Join(dir, "never.yaml")] = true
-	s.scan(ctx, logger)
+	s.scan(klog.NewContext(ctx, logger))
 	select {
 	case pods := <-s.Updates():
 		t.Fatalf("a removal that changed nothing sent %q", names(pods))
