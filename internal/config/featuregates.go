@@ -12,7 +12,7 @@ type gateSpec struct {
 // pkg/features), of k8s.io/apiserver's and k8s.io/apiextensions-apiserver's
 // pkg/features, of k8s.io/client-go/features, and of k8s.io/component-base's
 // logs, metrics and zpages features (all at v0.37.2), plus featuregate's
-// AllAlpha and AllBeta. checkFeatureGates accepts a gate set to its
+// AllAlpha and AllBeta, as hack/tools/featuregates prints them. checkFeatureGates accepts a gate set to its
 // default and refuses any other value of a gate nodelet does not act on.
 var upstreamGates = map[string]gateSpec{
 	"AllAlpha":                                             {},
