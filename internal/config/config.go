@@ -340,6 +340,50 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.BoolVar(c.FailCgroupV1, "fail-cgroupv1", *c.FailCgroupV1, "Refuse to start on a host using cgroup v1 (default true, as upstream; false runs on cgroup v1).")
 	fs.BoolVar(c.FailSwapOn, "fail-swap-on", *c.FailSwapOn, "Refuse to start when swap is on (/proc/swaps), as upstream's failSwapOn; false starts with swap on, each container getting memorySwap.swapBehavior (NoSwap by default).")
 	fs.BoolVar(c.SeccompDefault, "seccomp-default", *c.SeccompDefault, "Run every container without a seccomp profile of its own (or its pod's) with the runtime's default profile (RuntimeDefault) instead of Unconfined.")
+	// Upstream's flags of the remaining configuration fields: each sets its
+	// field, which is then honoured or refused at start as the field is
+	// (docs/configuration.md), never ignored.
+	fs.Var(cliflag.NewMapStringBool(&c.FeatureGates), "feature-gates", "A set of key=value pairs that describe feature gates (upstream's v1.37.2 gates; one nodelet does not act on is refused away from its default).")
+	fs.Var(&optionalBoolFlag{&c.CPUCFSQuota}, "cpu-cfs-quota", "Enforce CPU limits with CFS quota.")
+	fs.Var(&durationPtrFlag{&c.CPUCFSQuotaPeriod}, "cpu-cfs-quota-period", "CFS quota period of the containers' CPU limits.")
+	fs.Var(&optionalInt32Flag{&c.EventRecordQPS}, "event-qps", "Events per second the node may create (0: no limit).")
+	fs.Int32Var(&c.EventBurst, "event-burst", c.EventBurst, "Burst of events above event-qps.")
+	fs.Var(&optionalInt32Flag{&c.KubeAPIQPS}, "kube-api-qps", "Requests per second to the API server.")
+	fs.Int32Var(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "Burst of requests to the API server.")
+	fs.StringVar(&c.ContentType, "kube-api-content-type", c.ContentType, "Content type of requests to the API server.")
+	fs.StringVar(&c.HairpinMode, "hairpin-mode", c.HairpinMode, "Deprecated upstream and without effect there: validated, then ignored with a warning.")
+	fs.Int64Var(&c.MaxOpenFiles, "max-open-files", c.MaxOpenFiles, "Open files limit of nodelet's own process.")
+	fs.Var(&optionalInt32Flag{&c.OOMScoreAdj}, "oom-score-adj", "oom_score_adj of nodelet's own process, in [-1000, 1000].")
+	fs.StringVar(&c.PodCIDR, "pod-cidr", c.PodCIDR, "The pods' CIDR range, given to the runtime at start (the Node's spec.podCIDRs replace it in cluster mode).")
+	fs.Var(&optionalInt64Flag{&c.PodPidsLimit}, "pod-max-pids", "Maximum number of processes per pod (-1: no limit).")
+	fs.BoolVar(&c.ServerTLSBootstrap, "rotate-server-certificates", c.ServerTLSBootstrap, "Request and renew the serving certificate through CSRs (serverTLSBootstrap).")
+	fs.Var(&optionalInt32Flag{&c.NodeStatusMaxImages}, "node-status-max-images", "Images reported in the Node's status.images.")
+	fs.DurationVar(&c.StreamingConnectionIdleTimeout.Duration, "streaming-connection-idle-timeout", c.StreamingConnectionIdleTimeout.Duration, "Deprecated upstream: validated, then ignored with a warning.")
+	fs.BoolVar(&c.KernelMemcgNotification, "kernel-memcg-notification", c.KernelMemcgNotification, "Use the kernel's memory notifications for eviction (nodelet always does).")
+	fs.StringVar(&c.CPUManagerPolicy, "cpu-manager-policy", c.CPUManagerPolicy, "CPU manager policy: only none (the CPU manager is not implemented yet).")
+	fs.Var(cliflag.NewMapStringString(&c.CPUManagerPolicyOptions), "cpu-manager-policy-options", "CPU manager policy options: refused (not implemented yet).")
+	fs.DurationVar(&c.CPUManagerReconcilePeriod.Duration, "cpu-manager-reconcile-period", c.CPUManagerReconcilePeriod.Duration, "CPU manager reconcile period: refused away from its default (not implemented yet).")
+	fs.StringVar(&c.MemoryManagerPolicy, "memory-manager-policy", c.MemoryManagerPolicy, "Memory manager policy: only None (not implemented yet).")
+	fs.StringVar(&c.TopologyManagerPolicy, "topology-manager-policy", c.TopologyManagerPolicy, "Topology manager policy: only none (not implemented yet).")
+	fs.StringVar(&c.TopologyManagerScope, "topology-manager-scope", c.TopologyManagerScope, "Topology manager scope: only container (not implemented yet).")
+	fs.Var(cliflag.NewMapStringString(&c.TopologyManagerPolicyOptions), "topology-manager-policy-options", "Topology manager policy options: refused (not implemented yet).")
+	fs.StringVar(&c.ReservedSystemCPUs, "reserved-cpus", c.ReservedSystemCPUs, "CPUs reserved for the system: refused (the CPU manager is not implemented yet).")
+	fs.Var(cliflag.NewMapStringString(&c.QOSReserved), "qos-reserved", "Memory reserved per QoS class: refused (not implemented).")
+	fs.Int32Var(&c.PodsPerCore, "pods-per-core", c.PodsPerCore, "Pods per core: refused away from 0 (not implemented).")
+	fs.BoolVar(&c.ProtectKernelDefaults, "protect-kernel-defaults", c.ProtectKernelDefaults, "Refused when true (not implemented).")
+	fs.Var(&optionalBoolFlag{&c.MakeIPTablesUtilChains}, "make-iptables-util-chains", "Refused when true except as upstream's default (nodelet makes no iptables chains).")
+	fs.Var(&optionalInt32Flag{&c.RegistryPullQPS}, "registry-qps", "Image pull rate limit: only 0 (pulls are not rate-limited).")
+	fs.Int32Var(&c.RegistryBurst, "registry-burst", c.RegistryBurst, "Image pull burst: refused (pulls are not rate-limited).")
+	fs.StringVar(&c.VolumePluginDir, "volume-plugin-dir", c.VolumePluginDir, "FlexVolume plugin directory: refused (FlexVolume is not implemented).")
+	fs.Var(&optionalBoolFlag{&c.LocalStorageCapacityIsolation}, "local-storage-capacity-isolation", "Refused when false (nodelet always isolates local storage).")
+	fs.Var(&optionalBoolFlag{&c.EnableControllerAttachDetach}, "enable-controller-attach-detach", "Refused when false (the attach/detach controller attaches volumes).")
+	fs.DurationVar(&c.HTTPCheckFrequency.Duration, "http-check-frequency", c.HTTPCheckFrequency.Duration, "Refused (static pods from a URL are not implemented).")
+	fs.StringVar(&c.StaticPodURL, "manifest-url", c.StaticPodURL, "Refused (static pods from a URL are not implemented).")
+	fs.BoolVar(&c.EnableContentionProfiling, "contention-profiling", c.EnableContentionProfiling, "Refused (contention profiling is not implemented).")
+	fs.StringVar(&c.Logging.Format, "logging-format", c.Logging.Format, "Log format: only text.")
+	for _, name := range []string{"cpu-cfs-quota", "make-iptables-util-chains", "local-storage-capacity-isolation", "enable-controller-attach-detach"} {
+		fs.Lookup(name).NoOptDefVal = "true"
+	}
 	// Deprecated upstream flags accepted for compatibility.
 	var ignored string
 	fs.StringVar(&ignored, "pod-infra-container-image", "", "Ignored: the runtime's sandbox image is used.")
@@ -404,6 +448,66 @@ func (f *durationFlag) Set(s string) error {
 	return nil
 }
 func (f *durationFlag) Type() string { return "duration" }
+
+// optionalBoolFlag is a flag.Value over a *bool config field that stays
+// nil unless the flag is given.
+type optionalBoolFlag struct{ p **bool }
+
+func (f *optionalBoolFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return ""
+	}
+	return strconv.FormatBool(**f.p)
+}
+func (f *optionalBoolFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*f.p = ptr.To(v)
+	return nil
+}
+func (f *optionalBoolFlag) Type() string     { return "bool" }
+func (f *optionalBoolFlag) IsBoolFlag() bool { return true }
+
+// optionalInt64Flag is a flag.Value over an *int64 config field that stays
+// nil unless the flag is given.
+type optionalInt64Flag struct{ p **int64 }
+
+func (f *optionalInt64Flag) String() string {
+	if f.p == nil || *f.p == nil {
+		return ""
+	}
+	return strconv.FormatInt(**f.p, 10)
+}
+func (f *optionalInt64Flag) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return err
+	}
+	*f.p = ptr.To(v)
+	return nil
+}
+func (f *optionalInt64Flag) Type() string { return "int64" }
+
+// durationPtrFlag is a flag.Value over a *metav1.Duration config field.
+type durationPtrFlag struct{ d **metav1.Duration }
+
+func (f *durationPtrFlag) String() string {
+	if f.d == nil || *f.d == nil {
+		return ""
+	}
+	return (*f.d).Duration.String()
+}
+func (f *durationPtrFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = &metav1.Duration{Duration: d}
+	return nil
+}
+func (f *durationPtrFlag) Type() string { return "duration" }
 
 // optionalInt32Flag is a flag.Value over an *int32 config field that stays
 // nil unless the flag is given.

@@ -500,3 +500,33 @@ func TestEnableServerFromFile(t *testing.T) {
 		}
 	}
 }
+
+// Upstream's flags of the configuration fields set them; a field nodelet
+// refuses is refused from its flag as from the file, naming the field.
+func TestUpstreamFieldFlags(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--feature-gates=KubeletCrashLoopBackOffMax=true", "--oom-score-adj=-500",
+		"--max-open-files=65536", "--pod-cidr=10.1.0.0/24", "--pod-max-pids=4096", "--rotate-server-certificates",
+		"--cpu-cfs-quota=false", "--cpu-cfs-quota-period=50ms", "--event-qps=10", "--kube-api-qps=20", "--node-status-max-images=10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if !c.FeatureGates["KubeletCrashLoopBackOffMax"] || *c.OOMScoreAdj != -500 || c.MaxOpenFiles != 65536 || c.PodCIDR != "10.1.0.0/24" ||
+		*c.PodPidsLimit != 4096 || !c.ServerTLSBootstrap || *c.CPUCFSQuota || c.CPUCFSQuotaPeriod.Duration != 50*time.Millisecond ||
+		*c.EventRecordQPS != 10 || *c.KubeAPIQPS != 20 || *c.NodeStatusMaxImages != 10 {
+		t.Errorf("flags not applied: %+v", c)
+	}
+	for flag, field := range map[string]string{
+		"--cpu-manager-policy=static":              "cpuManagerPolicy",
+		"--topology-manager-policy=restricted":     "topologyManagerPolicy",
+		"--reserved-cpus=0":                        "reservedSystemCPUs",
+		"--registry-qps=3":                         "registryPullQPS",
+		"--manifest-url=http://127.0.0.1/p":        "staticPodURL",
+		"--feature-gates=NoSuchGate=true":          "NoSuchGate",
+		"--local-storage-capacity-isolation=false": "localStorageCapacityIsolation",
+	} {
+		if _, err := Parse(context.Background(), []string{flag}); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v, want an error naming %s", flag, err, field)
+		}
+	}
+}
