@@ -301,7 +301,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "Number of pods that can run on this node.")
 	fs.StringVar(c.ResolverConfig, "resolv-conf", *c.ResolverConfig, "Resolver configuration file used as the basis for pod DNS.")
 	fs.BoolVar(c.SerializeImagePulls, "serialize-image-pulls", *c.SerializeImagePulls, "Pull images one at a time.")
-	fs.Var(&optionalInt32Flag{&c.MaxParallelImagePulls}, "max-parallel-image-pulls", "Maximum number of image pulls in parallel when --serialize-image-pulls=false (unset: no limit). Setting it above 1 alone turns serialized pulls off (nodelet's flag; upstream has it in the config file only).")
+	fs.Var(optionalInt32(&c.MaxParallelImagePulls), "max-parallel-image-pulls", "Maximum number of image pulls in parallel when --serialize-image-pulls=false (unset: no limit). Setting it above 1 alone turns serialized pulls off (nodelet's flag; upstream has it in the config file only).")
 	fs.DurationVar(&c.RuntimeRequestTimeout.Duration, "runtime-request-timeout", c.RuntimeRequestTimeout.Duration, "Timeout of runtime requests other than long-running ones (pull, logs, exec, attach).")
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "Cluster domain for pod DNS search paths.")
 	fs.StringSliceVar(&c.ClusterDNS, "cluster-dns", c.ClusterDNS, "Comma-separated DNS server IPs for pods with dnsPolicy ClusterFirst.")
@@ -344,20 +344,20 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	// field, which is then honoured or refused at start as the field is
 	// (docs/configuration.md), never ignored.
 	fs.Var(cliflag.NewMapStringBool(&c.FeatureGates), "feature-gates", "A set of key=value pairs that describe feature gates (upstream's v1.37.2 gates; one nodelet does not act on is refused away from its default).")
-	fs.Var(&optionalBoolFlag{&c.CPUCFSQuota}, "cpu-cfs-quota", "Enforce CPU limits with CFS quota.")
+	fs.Var(optionalBool(&c.CPUCFSQuota), "cpu-cfs-quota", "Enforce CPU limits with CFS quota.")
 	fs.Var(&durationPtrFlag{&c.CPUCFSQuotaPeriod}, "cpu-cfs-quota-period", "CFS quota period of the containers' CPU limits.")
-	fs.Var(&optionalInt32Flag{&c.EventRecordQPS}, "event-qps", "Events per second the node may create (0: no limit).")
+	fs.Var(optionalInt32(&c.EventRecordQPS), "event-qps", "Events per second the node may create (0: no limit).")
 	fs.Int32Var(&c.EventBurst, "event-burst", c.EventBurst, "Burst of events above event-qps.")
-	fs.Var(&optionalInt32Flag{&c.KubeAPIQPS}, "kube-api-qps", "Requests per second to the API server.")
+	fs.Var(optionalInt32(&c.KubeAPIQPS), "kube-api-qps", "Requests per second to the API server.")
 	fs.Int32Var(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "Burst of requests to the API server.")
 	fs.StringVar(&c.ContentType, "kube-api-content-type", c.ContentType, "Content type of requests to the API server.")
 	fs.StringVar(&c.HairpinMode, "hairpin-mode", c.HairpinMode, "Deprecated upstream and without effect there: validated, then ignored with a warning.")
 	fs.Int64Var(&c.MaxOpenFiles, "max-open-files", c.MaxOpenFiles, "Open files limit of nodelet's own process.")
-	fs.Var(&optionalInt32Flag{&c.OOMScoreAdj}, "oom-score-adj", "oom_score_adj of nodelet's own process, in [-1000, 1000].")
+	fs.Var(optionalInt32(&c.OOMScoreAdj), "oom-score-adj", "oom_score_adj of nodelet's own process, in [-1000, 1000].")
 	fs.StringVar(&c.PodCIDR, "pod-cidr", c.PodCIDR, "The pods' CIDR range, given to the runtime at start (the Node's spec.podCIDRs replace it in cluster mode).")
-	fs.Var(&optionalInt64Flag{&c.PodPidsLimit}, "pod-max-pids", "Maximum number of processes per pod (-1: no limit).")
+	fs.Var(optionalInt64(&c.PodPidsLimit), "pod-max-pids", "Maximum number of processes per pod (-1: no limit).")
 	fs.BoolVar(&c.ServerTLSBootstrap, "rotate-server-certificates", c.ServerTLSBootstrap, "Request and renew the serving certificate through CSRs (serverTLSBootstrap).")
-	fs.Var(&optionalInt32Flag{&c.NodeStatusMaxImages}, "node-status-max-images", "Images reported in the Node's status.images.")
+	fs.Var(optionalInt32(&c.NodeStatusMaxImages), "node-status-max-images", "Images reported in the Node's status.images.")
 	fs.DurationVar(&c.StreamingConnectionIdleTimeout.Duration, "streaming-connection-idle-timeout", c.StreamingConnectionIdleTimeout.Duration, "Deprecated upstream: validated, then ignored with a warning.")
 	fs.BoolVar(&c.KernelMemcgNotification, "kernel-memcg-notification", c.KernelMemcgNotification, "Use the kernel's memory notifications for eviction (nodelet always does).")
 	fs.StringVar(&c.CPUManagerPolicy, "cpu-manager-policy", c.CPUManagerPolicy, "CPU manager policy: only none (the CPU manager is not implemented yet).")
@@ -371,12 +371,12 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.Var(cliflag.NewMapStringString(&c.QOSReserved), "qos-reserved", "Memory reserved per QoS class: refused (not implemented).")
 	fs.Int32Var(&c.PodsPerCore, "pods-per-core", c.PodsPerCore, "Pods per core: refused away from 0 (not implemented).")
 	fs.BoolVar(&c.ProtectKernelDefaults, "protect-kernel-defaults", c.ProtectKernelDefaults, "Refused when true (not implemented).")
-	fs.Var(&optionalBoolFlag{&c.MakeIPTablesUtilChains}, "make-iptables-util-chains", "Refused when true except as upstream's default (nodelet makes no iptables chains).")
-	fs.Var(&optionalInt32Flag{&c.RegistryPullQPS}, "registry-qps", "Image pull rate limit: only 0 (pulls are not rate-limited).")
+	fs.Var(optionalBool(&c.MakeIPTablesUtilChains), "make-iptables-util-chains", "Refused when true except as upstream's default (nodelet makes no iptables chains).")
+	fs.Var(optionalInt32(&c.RegistryPullQPS), "registry-qps", "Image pull rate limit: only 0 (pulls are not rate-limited).")
 	fs.Int32Var(&c.RegistryBurst, "registry-burst", c.RegistryBurst, "Image pull burst: refused (pulls are not rate-limited).")
 	fs.StringVar(&c.VolumePluginDir, "volume-plugin-dir", c.VolumePluginDir, "FlexVolume plugin directory: refused (FlexVolume is not implemented).")
-	fs.Var(&optionalBoolFlag{&c.LocalStorageCapacityIsolation}, "local-storage-capacity-isolation", "Refused when false (nodelet always isolates local storage).")
-	fs.Var(&optionalBoolFlag{&c.EnableControllerAttachDetach}, "enable-controller-attach-detach", "Refused when false (the attach/detach controller attaches volumes).")
+	fs.Var(optionalBool(&c.LocalStorageCapacityIsolation), "local-storage-capacity-isolation", "Refused when false (nodelet always isolates local storage).")
+	fs.Var(optionalBool(&c.EnableControllerAttachDetach), "enable-controller-attach-detach", "Refused when false (the attach/detach controller attaches volumes).")
 	fs.DurationVar(&c.HTTPCheckFrequency.Duration, "http-check-frequency", c.HTTPCheckFrequency.Duration, "Refused (static pods from a URL are not implemented).")
 	fs.StringVar(&c.StaticPodURL, "manifest-url", c.StaticPodURL, "Refused (static pods from a URL are not implemented).")
 	fs.BoolVar(&c.EnableContentionProfiling, "contention-profiling", c.EnableContentionProfiling, "Refused (contention profiling is not implemented).")
@@ -449,46 +449,46 @@ func (f *durationFlag) Set(s string) error {
 }
 func (f *durationFlag) Type() string { return "duration" }
 
-// optionalBoolFlag is a flag.Value over a *bool config field that stays
-// nil unless the flag is given.
-type optionalBoolFlag struct{ p **bool }
+// optionalFlag is a flag.Value over a pointer config field that stays nil
+// unless the flag is given.
+type optionalFlag[T any] struct {
+	p     **T
+	parse func(string) (T, error)
+	typ   string
+}
 
-func (f *optionalBoolFlag) String() string {
+func (f *optionalFlag[T]) String() string {
 	if f.p == nil || *f.p == nil {
 		return ""
 	}
-	return strconv.FormatBool(**f.p)
+	return fmt.Sprint(**f.p)
 }
-func (f *optionalBoolFlag) Set(s string) error {
-	v, err := strconv.ParseBool(s)
+
+func (f *optionalFlag[T]) Set(s string) error {
+	v, err := f.parse(s)
 	if err != nil {
 		return err
 	}
-	*f.p = ptr.To(v)
+	*f.p = &v
 	return nil
 }
-func (f *optionalBoolFlag) Type() string     { return "bool" }
-func (f *optionalBoolFlag) IsBoolFlag() bool { return true }
 
-// optionalInt64Flag is a flag.Value over an *int64 config field that stays
-// nil unless the flag is given.
-type optionalInt64Flag struct{ p **int64 }
+func (f *optionalFlag[T]) Type() string { return f.typ }
 
-func (f *optionalInt64Flag) String() string {
-	if f.p == nil || *f.p == nil {
-		return ""
-	}
-	return strconv.FormatInt(**f.p, 10)
+func optionalBool(p **bool) *optionalFlag[bool] {
+	return &optionalFlag[bool]{p: p, parse: strconv.ParseBool, typ: "bool"}
 }
-func (f *optionalInt64Flag) Set(s string) error {
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return err
-	}
-	*f.p = ptr.To(v)
-	return nil
+
+func optionalInt32(p **int32) *optionalFlag[int32] {
+	return &optionalFlag[int32]{p: p, typ: "int32", parse: func(s string) (int32, error) {
+		v, err := strconv.ParseInt(s, 10, 32)
+		return int32(v), err
+	}}
 }
-func (f *optionalInt64Flag) Type() string { return "int64" }
+
+func optionalInt64(p **int64) *optionalFlag[int64] {
+	return &optionalFlag[int64]{p: p, typ: "int64", parse: func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }}
+}
 
 // durationPtrFlag is a flag.Value over a *metav1.Duration config field.
 type durationPtrFlag struct{ d **metav1.Duration }
@@ -508,26 +508,6 @@ func (f *durationPtrFlag) Set(s string) error {
 	return nil
 }
 func (f *durationPtrFlag) Type() string { return "duration" }
-
-// optionalInt32Flag is a flag.Value over an *int32 config field that stays
-// nil unless the flag is given.
-type optionalInt32Flag struct{ p **int32 }
-
-func (f *optionalInt32Flag) String() string {
-	if f.p == nil || *f.p == nil {
-		return ""
-	}
-	return strconv.Itoa(int(**f.p))
-}
-func (f *optionalInt32Flag) Set(s string) error {
-	v, err := strconv.ParseInt(s, 10, 32)
-	if err != nil {
-		return err
-	}
-	*f.p = ptr.To(int32(v))
-	return nil
-}
-func (f *optionalInt32Flag) Type() string { return "int32" }
 
 func (o *Options) complete() error {
 	name := o.HostnameOverride
