@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -214,8 +213,8 @@ var fieldStatuses = []FieldStatus{
 	{Path: "cpuCFSQuotaPeriod", Status: Honoured, Note: "The CFS period of containers and pods.",
 		Test: "internal/cgroups TestContainerResources, TestResourceOptions"},
 	{Path: "nodeStatusMaxImages", Status: Honoured,
-		Note:  "Images listed in the node status (50 by default; 0: none). -1 (no cap upstream) is refused at start: nodelet would list 50. No test sets it.",
-		Test:  "TestUnsupportedFieldsRefused (-1)",
+		Note:  "Images listed in the node status, largest first (50 by default; 0: none; -1: no cap), at most 5 names each, as upstream; below -1 refused with upstream's message.",
+		Test:  "internal/nodestatus TestNodeImages",
 		check: checkNodeStatusMaxImages},
 	{Path: "maxOpenFiles", Status: Honoured, Note: "nodelet's own open files limit (RLIMIT_NOFILE), 1000000 by default as upstream; set at start, a failure logged.",
 		Test: "e2e TestProcessSettings"},
@@ -418,17 +417,12 @@ func checkStaticPodPath(c *kubeletv1beta1.KubeletConfiguration) []error {
 	return nil
 }
 
-// checkNodeStatusMaxImages validates nodeStatusMaxImages as upstream does,
-// and refuses -1 (no cap), which nodelet does not implement.
+// checkNodeStatusMaxImages validates nodeStatusMaxImages as upstream does.
 func checkNodeStatusMaxImages(c *kubeletv1beta1.KubeletConfiguration) []error {
-	switch p := c.NodeStatusMaxImages; {
-	case p == nil || *p >= 0:
-		return nil
-	case *p == -1:
-		return []error{errors.New("nodeStatusMaxImages -1 is not supported by nodelet (it lists at most 50 images, the default, when asked for no cap); remove it or set a number of images")}
-	default:
+	if p := c.NodeStatusMaxImages; p != nil && *p < -1 {
 		return []error{fmt.Errorf("invalid configuration: nodeStatusMaxImages (--node-status-max-images) %v must be -1 or greater", *p)}
 	}
+	return nil
 }
 
 // checkHairpinMode validates hairpinMode as upstream does, with its message.

@@ -344,7 +344,7 @@ func TestUnsupportedFieldsRefused(t *testing.T) {
 		"iptables bits":                      {`{"iptablesMasqueradeBit":14,"iptablesDropBit":15}`, ""},
 		"iptablesDropBit out of range":       {`{"iptablesDropBit":32}`, "iptablesDropBit (--iptables-drop-bit) 32 must be between 0 and 31"},
 		"iptablesMasqueradeBit negative":     {`{"iptablesMasqueradeBit":-1}`, "iptablesMasqueradeBit (--iptables-masquerade-bit) -1 must be between 0 and 31"},
-		"nodeStatusMaxImages all":            {`{"nodeStatusMaxImages":-1}`, "nodeStatusMaxImages -1 is not supported by nodelet"},
+		"nodeStatusMaxImages all":            {`{"nodeStatusMaxImages":-1}`, ""},
 		"nodeStatusMaxImages invalid":        {`{"nodeStatusMaxImages":-2}`, "nodeStatusMaxImages (--node-status-max-images) -2 must be -1 or greater"},
 		"nodeStatusMaxImages none":           {`{"nodeStatusMaxImages":0}`, ""},
 		"streamingConnectionIdleTimeout":     {`{"streamingConnectionIdleTimeout":"5m"}`, ""},

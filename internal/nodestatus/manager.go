@@ -531,26 +531,34 @@ func (m *Manager) runtimeReady(ctx context.Context) error {
 	return nil
 }
 
+// maxNamesPerImage is upstream's MaxNamesPerImageInNodeStatus.
+const maxNamesPerImage = 5
+
 // images lists the images on the node, largest first, up to
-// nodeStatusMaxImages, as upstream.
+// nodeStatusMaxImages (50 by default, -1 no cap), each with at most 5
+// names, as upstream.
 func (m *Manager) images(ctx context.Context) []v1.ContainerImage {
 	list, err := m.cfg.Images.ListImages(ctx, nil)
 	if err != nil {
 		return nil
 	}
+	return nodeImages(list, m.cfg.Kubelet.NodeStatusMaxImages)
+}
+
+func nodeImages(list []*runtimeapi.Image, maxImages *int32) []v1.ContainerImage {
 	sort.SliceStable(list, func(i, j int) bool { return list[i].Size > list[j].Size })
-	max := 50
-	if p := m.cfg.Kubelet.NodeStatusMaxImages; p != nil && *p >= 0 {
-		max = int(*p)
+	max := int32(50)
+	if maxImages != nil {
+		max = *maxImages
+	}
+	if max > -1 && int(max) < len(list) {
+		list = list[:max]
 	}
 	var out []v1.ContainerImage
 	for _, img := range list {
-		if len(out) >= max {
-			break
-		}
 		names := append(append([]string(nil), img.RepoDigests...), img.RepoTags...)
-		if len(names) == 0 {
-			continue
+		if len(names) > maxNamesPerImage {
+			names = names[:maxNamesPerImage]
 		}
 		out = append(out, v1.ContainerImage{Names: names, SizeBytes: int64(img.Size)})
 	}

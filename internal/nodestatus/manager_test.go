@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
 	"github.com/nodelet/nodelet/internal/machine"
@@ -160,5 +161,33 @@ func TestPodCIDRToRuntime(t *testing.T) {
 	want := []string{"10.244.1.0/24,fd00:1::/64", "10.244.2.0/24", "10.244.2.0/24"}
 	if !slices.Equal(rt.cidrs, want) {
 		t.Fatalf("pod CIDRs given %q, want %q", rt.cidrs, want)
+	}
+}
+
+// The node's images as upstream's: largest first, cut at
+// nodeStatusMaxImages (-1: no cap), at most 5 names each.
+func TestNodeImages(t *testing.T) {
+	img := func(size uint64, names ...string) *runtimeapi.Image {
+		return &runtimeapi.Image{Size: size, RepoTags: names}
+	}
+	list := func() []*runtimeapi.Image {
+		var out []*runtimeapi.Image
+		for i := range 60 {
+			out = append(out, img(uint64(i+1), "img"))
+		}
+		return append(out, img(1000, "a", "b", "c", "d", "e", "f", "g"))
+	}
+	for _, tc := range []struct {
+		max  *int32
+		want int
+	}{{nil, 50}, {ptr.To[int32](-1), 61}, {ptr.To[int32](0), 0}, {ptr.To[int32](3), 3}} {
+		got := nodeImages(list(), tc.max)
+		if len(got) != tc.want {
+			t.Errorf("max %v: %d images, want %d", tc.max, len(got), tc.want)
+			continue
+		}
+		if tc.want > 0 && (got[0].SizeBytes != 1000 || len(got[0].Names) != 5 || got[1].SizeBytes != 60) {
+			t.Errorf("max %v: first images %+v %+v", tc.max, got[0], got[1])
+		}
 	}
 }
