@@ -12,11 +12,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "device_plugin_registration_total",
-			Help: "Cumulative number of device plugin registrations. Broken down by resource name.",
+			Help: "[ALPHA] Cumulative number of device plugin registrations. Broken down by resource name.",
 		}, []string{"resource_name"}),
 		allocDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: "kubelet", Name: "device_plugin_alloc_duration_seconds",
-			Help:    "Duration in seconds to serve a device plugin Allocation request. Broken down by resource name.",
+			Help:    "[ALPHA] Duration in seconds to serve a device plugin Allocation request. Broken down by resource name.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"resource_name"}),
 	}

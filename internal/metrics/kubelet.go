@@ -19,7 +19,7 @@ var (
 	// NodeName is upstream's kubelet_node_name{node}: always 1.
 	NodeName = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "kubelet", Name: "node_name",
-		Help: "The node's name. The count is always 1.",
+		Help: "[ALPHA] The node's name. The count is always 1.",
 	}, []string{"node"})
 
 	// CRILosingSupport is upstream's kubelet_cri_losing_support{version}:
@@ -28,62 +28,62 @@ var (
 	// 1.x: "1.38.0"). Absent when the runtime is supported.
 	CRILosingSupport = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "kubelet", Name: "cri_losing_support",
-		Help: "the Kubernetes version that the currently running CRI implementation will lose support on if not upgraded.",
+		Help: "[ALPHA] the Kubernetes version that the currently running CRI implementation will lose support on if not upgraded.",
 	}, []string{"version"})
 
 	// PodStartDuration is kubelet_pod_start_duration_seconds: from the
 	// moment nodelet first sees a pod to the moment all its containers run.
 	PodStartDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "kubelet", Name: "pod_start_duration_seconds",
-		Help:    "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+		Help:    "[ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
 		Buckets: []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600},
 	})
 
-	// PodWorkerDuration is kubelet_pod_worker_duration_seconds{operation}:
-	// one sync of one pod (operation create, update or sync).
+	// PodWorkerDuration is kubelet_pod_worker_duration_seconds{operation_type}:
+	// one sync of one pod (nodelet's operation types: create or sync).
 	PodWorkerDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "kubelet", Name: "pod_worker_duration_seconds",
-		Help:    "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
+		Help:    "[ALPHA] Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
 		Buckets: prometheus.DefBuckets,
-	}, []string{"operation"})
+	}, []string{"operation_type"})
 
 	// StartedPods is kubelet_started_pods_total (sandboxes created).
 	StartedPods = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "started_pods_total",
-		Help: "Cumulative number of pods started",
+		Help: "[ALPHA] Cumulative number of pods started",
 	})
 	// StartedContainers is kubelet_started_containers_total{container_type}.
 	StartedContainers = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "started_containers_total",
-		Help: "Cumulative number of containers started",
+		Help: "[ALPHA] Cumulative number of containers started",
 	}, []string{"container_type"})
 
 	// RuntimeOperations, RuntimeOperationsDuration and RuntimeOperationsErrors
 	// are kubelet_runtime_operations_{total,duration_seconds,errors_total}.
 	RuntimeOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "runtime_operations_total",
-		Help: "Cumulative number of runtime operations by operation type.",
+		Help: "[ALPHA] Cumulative number of runtime operations by operation type.",
 	}, []string{"operation_type"})
 	RuntimeOperationsDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "kubelet", Name: "runtime_operations_duration_seconds",
-		Help:    "Duration in seconds of runtime operations. Broken down by operation type.",
+		Help:    "[ALPHA] Duration in seconds of runtime operations. Broken down by operation type.",
 		Buckets: prometheus.ExponentialBuckets(.005, 2.5, 14),
 	}, []string{"operation_type"})
 	RuntimeOperationsErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "runtime_operations_errors_total",
-		Help: "Cumulative number of runtime operation errors by operation type.",
+		Help: "[ALPHA] Cumulative number of runtime operation errors by operation type.",
 	}, []string{"operation_type"})
 
 	// PLEGRelistDuration and PLEGRelistInterval are upstream's
 	// kubelet_pleg_relist_{duration,interval}_seconds.
 	PLEGRelistDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "kubelet", Name: "pleg_relist_duration_seconds",
-		Help:    "Duration in seconds for relisting pods in PLEG.",
+		Help:    "[ALPHA] Duration in seconds for relisting pods in PLEG.",
 		Buckets: prometheus.DefBuckets,
 	})
 	PLEGRelistInterval = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "kubelet", Name: "pleg_relist_interval_seconds",
-		Help:    "Interval in seconds between relisting in PLEG.",
+		Help:    "[ALPHA] Interval in seconds between relisting in PLEG.",
 		Buckets: prometheus.DefBuckets,
 	})
 	// GracefulShutdownStartTime and GracefulShutdownEndTime are
@@ -91,35 +91,35 @@ var (
 	// graceful node shutdown's times since the epoch (end 0 while one runs).
 	GracefulShutdownStartTime = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "kubelet", Name: "graceful_shutdown_start_time_seconds",
-		Help: "Last graceful shutdown start time since unix epoch in seconds",
+		Help: "[ALPHA] Last graceful shutdown start time since unix epoch in seconds",
 	})
 	GracefulShutdownEndTime = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "kubelet", Name: "graceful_shutdown_end_time_seconds",
-		Help: "Last graceful shutdown end time since unix epoch in seconds",
+		Help: "[ALPHA] Last graceful shutdown end time since unix epoch in seconds",
 	})
 	// PLEGLastSeen is kubelet_pleg_last_seen_seconds.
 	PLEGLastSeen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "kubelet", Name: "pleg_last_seen_seconds",
-		Help: "Timestamp in seconds when PLEG was last seen active.",
+		Help: "[ALPHA] Timestamp in seconds when PLEG was last seen active.",
 	})
 
 	// Evictions is kubelet_evictions{eviction_signal}: the pods evicted,
 	// by the signal (or local storage limit) that made the node evict.
 	Evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "evictions",
-		Help: "Cumulative number of pod evictions by eviction signal",
+		Help: "[ALPHA] Cumulative number of pod evictions by eviction signal",
 	}, []string{"eviction_signal"})
 	// Preemptions is kubelet_preemptions{preemption_signal}: the pods
 	// evicted to admit a critical pod, by the first resource it lacked.
 	Preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "preemptions",
-		Help: "Cumulative number of pod preemptions by preemption resource",
+		Help: "[ALPHA] Cumulative number of pod preemptions by preemption resource",
 	}, []string{"preemption_signal"})
 	// EvictionStatsAge is kubelet_eviction_stats_age_seconds{eviction_signal}:
 	// how old the stats an eviction was decided on were.
 	EvictionStatsAge = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "kubelet", Name: "eviction_stats_age_seconds",
-		Help:    "Time between when stats are collected, and when pod is evicted based on those stats by eviction signal",
+		Help:    "[ALPHA] Time between when stats are collected, and when pod is evicted based on those stats by eviction signal",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"eviction_signal"})
 
@@ -127,18 +127,18 @@ var (
 	// images removed for their age or for space.
 	ImageGarbageCollected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "image_garbage_collected_total",
-		Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
+		Help: "[ALPHA] Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
 	}, []string{"reason"})
 
 	// HTTPRequests and HTTPInflight describe the kubelet API server, as
 	// upstream's kubelet_http_requests_total and kubelet_http_inflight_requests.
 	HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "http_requests_total",
-		Help: "Number of the http requests received since the server started",
+		Help: "[ALPHA] Number of the http requests received since the server started",
 	}, []string{"method", "path", "server_type", "long_running"})
 	HTTPInflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "kubelet", Name: "http_inflight_requests",
-		Help: "Number of the inflight http requests",
+		Help: "[ALPHA] Number of the inflight http requests",
 	}, []string{"method", "path", "server_type", "long_running"})
 )
 
@@ -155,8 +155,8 @@ type runningCollector struct {
 }
 
 var running = &runningCollector{
-	pods: prometheus.NewDesc("kubelet_running_pods", "Number of pods that have a running pod sandbox", nil, nil),
-	ctrs: prometheus.NewDesc("kubelet_running_containers", "Number of containers currently running", []string{"container_state"}, nil),
+	pods: prometheus.NewDesc("kubelet_running_pods", "[ALPHA] Number of pods that have a running pod sandbox", nil, nil),
+	ctrs: prometheus.NewDesc("kubelet_running_containers", "[ALPHA] Number of containers currently running", []string{"container_state"}, nil),
 }
 
 func (c *runningCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.pods; ch <- c.ctrs }

@@ -11,14 +11,15 @@ var (
 	ProbeTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "prober",
 		Name:      "probe_total",
-		Help:      "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+		Help:      "[BETA] Cumulative number of a liveness, readiness or startup probe for a container by result.",
 	}, []string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"})
 
-	// ProbeDuration is upstream's prober_probe_duration_seconds.
+	// ProbeDuration is upstream's prober_probe_duration_seconds. As
+	// upstream, only successful probes are observed.
 	ProbeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "prober",
 		Name:      "probe_duration_seconds",
-		Help:      "Duration in seconds for a probe response.",
+		Help:      "[ALPHA] Duration in seconds for a probe response.",
 		Buckets:   prometheus.DefBuckets,
 	}, []string{"probe_type", "container", "pod", "namespace"})
 )

@@ -10,7 +10,7 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	c := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: name, Help: help}, []string{"server_api_version"})
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: name, Help: "[ALPHA] " + help}, []string{"server_api_version"})
 	}
 	return &metrics{
 		requests:       c("pod_resources_endpoint_requests_total", "Cumulative number of requests to the PodResource endpoint. Broken down by server api version."),

@@ -334,15 +334,16 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// record counts a probe run in the prober_* metrics.
+// record counts a probe run in the prober_* metrics. As upstream's
+// doProbe, the duration is observed only for a successful probe.
 func (w *worker) record(err error, took time.Duration) {
-	result := "successful"
-	if err != nil {
-		result = "failed"
-	}
 	kind := string(w.key.kind) // "Liveness", "Readiness", "Startup" as upstream
 	c, p := w.target.Container.Name, w.pod
-	metrics.ProbeTotal.WithLabelValues(kind, result, c, p.Name, p.Namespace, string(p.UID)).Inc()
+	if err != nil {
+		metrics.ProbeTotal.WithLabelValues(kind, "failed", c, p.Name, p.Namespace, string(p.UID)).Inc()
+		return
+	}
+	metrics.ProbeTotal.WithLabelValues(kind, "successful", c, p.Name, p.Namespace, string(p.UID)).Inc()
 	metrics.ProbeDuration.WithLabelValues(kind, c, p.Name, p.Namespace).Observe(took.Seconds())
 }
 

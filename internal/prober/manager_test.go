@@ -6,7 +6,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
@@ -54,6 +56,17 @@ func newTestManager(t *testing.T, rt *critest.FakeRuntimeService) *Manager {
 	return m
 }
 
+// probeDurations is the sample count of a prober_probe_duration_seconds
+// series.
+func probeDurations(t *testing.T, kind Kind, container, pod, ns string) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := metrics.ProbeDuration.WithLabelValues(string(kind), container, pod, ns).(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
 func TestWorkersApplyThresholds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := critest.NewFakeRuntimeService()
@@ -83,6 +96,9 @@ func TestWorkersApplyThresholds(t *testing.T) {
 		if got := testutil.ToFloat64(metrics.ProbeTotal.WithLabelValues("Liveness", "successful", "c", "p", "ns", "uid-1")); got != 2 {
 			t.Errorf("prober_probe_total successful = %v, want 2", got)
 		}
+		if got := probeDurations(t, Liveness, "c", "p", "ns"); got != 2 {
+			t.Errorf("prober_probe_duration_seconds count = %v, want 2", got)
+		}
 
 		// Failures: readiness after one, liveness after three.
 		for i := 0; i < 10; i++ {
@@ -100,6 +116,16 @@ func TestWorkersApplyThresholds(t *testing.T) {
 		wantResult(t, m, "cid", Liveness, Failure, "after three liveness failures")
 		if got, _ := m.Unhealthy("cid"); got != "Container c failed liveness probe, will be restarted" {
 			t.Errorf("unhealthy: %q", got)
+		}
+		// Failed probes are counted, but their duration is not observed
+		// (upstream's doProbe observes successful probes only).
+		for _, kind := range []Kind{Liveness, Readiness} {
+			if got := testutil.ToFloat64(metrics.ProbeTotal.WithLabelValues(string(kind), "failed", "c", "p", "ns", "uid-1")); got != 3 {
+				t.Errorf("%s prober_probe_total failed = %v, want 3", kind, got)
+			}
+			if got := probeDurations(t, kind, "c", "p", "ns"); got != 2 {
+				t.Errorf("%s prober_probe_duration_seconds count = %v after 2 successes and 3 failures, want 2", kind, got)
+			}
 		}
 
 		// A container that stops running loses its workers and results.
