@@ -8,6 +8,9 @@ import (
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/internal/cgroups"
 )
 
 // registerBuiltins registers the volume kinds nodelet provides itself.
@@ -39,13 +42,18 @@ func (p *emptyDirPlugin) SetUp(ctx context.Context, vol *Volume) (string, error)
 	switch src.Medium {
 	case v1.StorageMediumDefault:
 	case v1.StorageMediumMemory:
-		// A tmpfs, as large as sizeLimit (the kernel's default, half the
-		// memory, without one), of the kernel's default mode 1777, as
-		// upstream (the sticky bit stays: only the permission bits are
-		// set below).
+		// A tmpfs of the kernel's default mode 1777, as upstream (the
+		// sticky bit stays: only the permission bits are set below),
+		// sized as upstream's calculateEmptyDirMemorySize.
+		var allocatable *resource.Quantity
+		if p.m.cfg.Allocatable != nil {
+			if q, ok := p.m.cfg.Allocatable()[v1.ResourceMemory]; ok {
+				allocatable = &q
+			}
+		}
 		opts := ""
-		if l := src.SizeLimit; l != nil && l.Value() > 0 {
-			opts = fmt.Sprintf("size=%d", l.Value())
+		if size := memoryMediumSize(allocatable, vol.Pod, src.SizeLimit); size > 0 {
+			opts = fmt.Sprintf("size=%d", size)
 		}
 		mounted, err := ensureTmpfs(dir, opts)
 		if err != nil {
@@ -74,6 +82,28 @@ func (p *emptyDirPlugin) SetUp(ctx context.Context, vol *Volume) (string, error)
 		}
 	}
 	return dir, nil
+}
+
+// memoryMediumSize is the size in bytes of a memory-backed emptyDir, as
+// upstream's calculateEmptyDirMemorySize: the node's allocatable memory,
+// else the pod's memory limit when it has one (all its containers, or the
+// pod itself, declare one) and it is smaller, else the volume's sizeLimit
+// when set and smaller still. So a sizeLimit of 1Ti never makes a tmpfs
+// larger than the pod may use. 0: no bound known (the kernel's default,
+// half the memory).
+func memoryMediumSize(allocatable *resource.Quantity, pod *v1.Pod, sizeLimit *resource.Quantity) int64 {
+	var size int64
+	if allocatable != nil {
+		size = allocatable.Value()
+	}
+	smaller := func(v int64) bool { return v > 0 && (size == 0 || v <= size) }
+	if rc := cgroups.ResourceConfigForPod(pod, false, 100000); rc != nil && rc.Memory != nil && smaller(*rc.Memory) {
+		size = *rc.Memory
+	}
+	if sizeLimit != nil && smaller(sizeLimit.Value()) {
+		size = sizeLimit.Value()
+	}
+	return size
 }
 
 func (*emptyDirPlugin) TearDown(_ context.Context, dir string) error { return unmountUnder(dir) }

@@ -47,10 +47,14 @@ func TestClusterVolumes(t *testing.T) {
 		{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
 			{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}},
 		{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("16Mi"))}}},
+		// A sizeLimit larger than the pod may use: sized at the pod's
+		// memory limit, as upstream.
+		{Name: "big", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Ti"))}}},
 	}
+	p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}
 	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{
 		{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec", ReadOnly: true},
-		{Name: "info", MountPath: "/etc/podinfo"}, {Name: "mem", MountPath: "/mem"},
+		{Name: "info", MountPath: "/etc/podinfo"}, {Name: "mem", MountPath: "/mem"}, {Name: "big", MountPath: "/big"},
 	}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -94,6 +98,9 @@ func TestClusterVolumes(t *testing.T) {
 	}
 	if got := exec("grep ' /mem ' /proc/mounts"); !strings.Contains(got, "size=16384k") {
 		t.Errorf("memory emptyDir not sized by sizeLimit: %s", got)
+	}
+	if got := exec("grep ' /big ' /proc/mounts"); !strings.Contains(got, "size=65536k") {
+		t.Errorf("memory emptyDir with sizeLimit 1Ti not sized by the pod's 64Mi memory limit: %s", got)
 	}
 	// As upstream: memory-backed volumes never swap where tmpfs can say so
 	// (kernel 6.4 and newer, outside a user namespace).
