@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -91,26 +92,47 @@ type Predicates struct {
 	// critical pod refused only for resources is admitted after it
 	// evicted the pods that held them.
 	Preemption *Preemption
+	// Fresh, when set, reads the Node from the API server: a pod refused
+	// on the node's labels, taints or name is checked once more against
+	// it.
+	Fresh func(ctx context.Context) *v1.Node
+}
+
+// withAllocatable is node with p.Allocatable's resources added.
+func (p Predicates) withAllocatable(node *v1.Node) *v1.Node {
+	if p.Allocatable == nil || node == nil {
+		return node
+	}
+	extra := p.Allocatable()
+	if len(extra) == 0 {
+		return node
+	}
+	node = node.DeepCopy()
+	if node.Status.Allocatable == nil {
+		node.Status.Allocatable = v1.ResourceList{}
+	}
+	for name, q := range extra {
+		node.Status.Allocatable[name] = q
+	}
+	return node
 }
 
 // Admit decides on the pod against the node next to the other pods.
 func (p Predicates) Admit(ctx context.Context, a Attributes) Result {
-	node := p.Node()
-	if p.Allocatable != nil {
-		if extra := p.Allocatable(); len(extra) > 0 && node != nil {
-			node = node.DeepCopy()
-			if node.Status.Allocatable == nil {
-				node.Status.Allocatable = v1.ResourceList{}
-			}
-			for name, q := range extra {
-				node.Status.Allocatable[name] = q
-			}
-		}
-	}
+	node := p.withAllocatable(p.Node())
 	if r := precheck(node, a.Pod); !r.Admit {
 		return r
 	}
 	fails := failures(node, a.Pod, a.OtherPods)
+	if p.Fresh != nil && slices.ContainsFunc(fails, func(f failure) bool { return f.insufficient == nil }) {
+		// Refused on the node's labels, taints or name: the informer's
+		// copy may be behind a change made just before the pod was
+		// created; the API's own decides.
+		if fresh := p.Fresh(ctx); fresh != nil {
+			node = p.withAllocatable(fresh)
+			fails = failures(node, a.Pod, a.OtherPods)
+		}
+	}
 	if len(fails) == 0 {
 		return Result{Admit: true}
 	}

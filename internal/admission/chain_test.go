@@ -93,6 +93,28 @@ func TestPredicatesExtraAllocatable(t *testing.T) {
 	}
 }
 
+// A pod refused on the node's labels is checked once more against the
+// API's Node (the informer's copy may be behind a label set just before);
+// a pod refused for resources only is not (no API read).
+func TestPredicatesFreshNode(t *testing.T) {
+	stale, fresh := node(), node()
+	fresh.Labels = map[string]string{"zone": "a"}
+	reads := 0
+	p := Predicates{Node: func() *v1.Node { return stale }, Fresh: func(context.Context) *v1.Node { reads++; return fresh }}
+	selecting := pod("")
+	selecting.Spec.NodeSelector = map[string]string{"zone": "a"}
+	if r := p.Admit(t.Context(), Attributes{Pod: selecting}); !r.Admit || reads != 1 {
+		t.Errorf("a label only the API's Node has: %+v after %d reads, want admitted after 1", r, reads)
+	}
+	selecting.Spec.NodeSelector = map[string]string{"zone": "b"}
+	if r := p.Admit(t.Context(), Attributes{Pod: selecting}); r.Admit || r.Reason != "NodeAffinity" || reads != 2 {
+		t.Errorf("a label no Node has: %+v after %d reads, want NodeAffinity after 2", r, reads)
+	}
+	if r := p.Admit(t.Context(), Attributes{Pod: pod("", dev("3"))}); r.Admit || reads != 2 {
+		t.Errorf("too many devices: %+v after %d reads, want refused without reading the Node", r, reads)
+	}
+}
+
 // Sysctls is a handler of the chain.
 var _ Handler = (*Sysctls)(nil)
 var _ Handler = Predicates{}

@@ -31,6 +31,17 @@ type Options struct {
 	// RuntimeCgroups is --runtime-cgroups: the runtime's cgroup, for its
 	// stats (the summary's "runtime" system container).
 	RuntimeCgroups string
+	// CloudProvider is --cloud-provider: "" (none) or "external" (a cloud
+	// controller manager initializes the node: it registers with upstream's
+	// uninitialized taint and leaves the addresses to it). Built-in
+	// providers are refused, as upstream.
+	CloudProvider string
+	// ImageCredentialProviderConfig is --image-credential-provider-config:
+	// the CredentialProviderConfig file (or directory of them) naming the
+	// exec plugins that give image pull credentials; with
+	// ImageCredentialProviderBinDir, where those plugins are.
+	ImageCredentialProviderConfig string
+	ImageCredentialProviderBinDir string
 	// ConfigDir is --config-dir: KubeletConfiguration drop-ins applied
 	// over ConfigFile's, in lexical order (flags still win).
 	ConfigDir string
@@ -336,6 +347,9 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "Root cgroup for pods.")
 	fs.StringVar(&c.KubeletCgroups, "kubelet-cgroups", c.KubeletCgroups, "Absolute name of the cgroup nodelet moves itself into at start (created when missing); reported as the summary's kubelet system container.")
 	fs.StringVar(&c.SystemCgroups, "system-cgroups", c.SystemCgroups, "Absolute name of the cgroup for the node's non-kernel processes outside a cgroup: not supported by nodelet (refused at start).")
+	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "The provider for cloud services. Set to empty string for running with no cloud provider. Set to 'external' for running with an external cloud provider.")
+	fs.StringVar(&o.ImageCredentialProviderConfig, "image-credential-provider-config", o.ImageCredentialProviderConfig, "Path to a credential provider plugin config file (JSON/YAML/YML) or a directory of such files (merged in lexicographical order; non-recursive search).")
+	fs.StringVar(&o.ImageCredentialProviderBinDir, "image-credential-provider-bin-dir", o.ImageCredentialProviderBinDir, "The path to the directory where credential provider plugin binaries are located.")
 	fs.StringVar(&o.RuntimeCgroups, "runtime-cgroups", o.RuntimeCgroups, "Absolute name of the container runtime's cgroup (/system.slice/containerd.service): reported as the summary's runtime system container.")
 	fs.BoolVar(c.FailCgroupV1, "fail-cgroupv1", *c.FailCgroupV1, "Refuse to start on a host using cgroup v1 (default true, as upstream; false runs on cgroup v1).")
 	fs.BoolVar(c.FailSwapOn, "fail-swap-on", *c.FailSwapOn, "Refuse to start when swap is on (/proc/swaps), as upstream's failSwapOn; false starts with swap on, each container getting memorySwap.swapBehavior (NoSwap by default).")
@@ -509,6 +523,9 @@ func (f *durationPtrFlag) Set(s string) error {
 }
 func (f *durationPtrFlag) Type() string { return "duration" }
 
+// ExternalCloudProvider is --cloud-provider's one accepted value.
+const ExternalCloudProvider = "external"
+
 func (o *Options) complete() error {
 	name := o.HostnameOverride
 	if name == "" {
@@ -524,6 +541,10 @@ func (o *Options) complete() error {
 	}
 	if o.Config.ImageServiceEndpoint == "" {
 		o.Config.ImageServiceEndpoint = o.Config.ContainerRuntimeEndpoint
+	}
+	if o.CloudProvider != "" && o.CloudProvider != ExternalCloudProvider {
+		// Upstream's cloudprovider.ErrorForDisabledProvider.
+		return fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", o.CloudProvider)
 	}
 	return Validate(&o.Config)
 }

@@ -429,6 +429,34 @@ func TestSystemCgroupFlags(t *testing.T) {
 	}
 }
 
+// --cloud-provider: "" and "external" are taken; a built-in provider is
+// refused with upstream's message.
+func TestCloudProviderFlag(t *testing.T) {
+	for _, tt := range []struct {
+		arg, want, err string
+	}{
+		{"", "", ""},
+		{"--cloud-provider=external", "external", ""},
+		{"--cloud-provider=aws", "", `cloud provider "aws" was specified, but built-in cloud providers are disabled`},
+	} {
+		var args []string
+		if tt.arg != "" {
+			args = []string{tt.arg}
+		}
+		o, err := Parse(context.Background(), args)
+		switch {
+		case tt.err != "":
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: error %v, want %q", tt.arg, err, tt.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tt.arg, err)
+		case o.CloudProvider != tt.want:
+			t.Errorf("%q: CloudProvider %q, want %q", tt.arg, o.CloudProvider, tt.want)
+		}
+	}
+}
+
 func TestCrashLoopBackOffMax(t *testing.T) {
 	dir := t.TempDir()
 	for name, tt := range map[string]struct {

@@ -28,3 +28,14 @@ func NodeIPs(flag string) []string {
 	}
 	return nil
 }
+
+// NodeIPSpecified: --node-ip names an address (not empty, not 0.0.0.0 or
+// ::), as upstream's nodeIPSpecified.
+func NodeIPSpecified(flag string) bool {
+	for _, ip := range strings.Split(flag, ",") {
+		if a := net.ParseIP(strings.TrimSpace(ip)); a != nil && !a.IsUnspecified() {
+			return true
+		}
+	}
+	return false
+}

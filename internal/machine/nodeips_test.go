@@ -16,3 +16,11 @@ func TestNodeIPs(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeIPSpecified(t *testing.T) {
+	for flag, want := range map[string]bool{"": false, "0.0.0.0": false, "::": false, "10.0.0.5": true, "10.0.0.5,fd00::5": true, "bogus": false} {
+		if got := NodeIPSpecified(flag); got != want {
+			t.Errorf("NodeIPSpecified(%q) = %v, want %v", flag, got, want)
+		}
+	}
+}

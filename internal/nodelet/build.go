@@ -25,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/internal/imagegc"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/mirror"
 	"github.com/nodelet/nodelet/internal/nodestatus"
@@ -264,7 +265,7 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 		// The device plugins' allocatable as it is now: the Node's status
 		// may not carry it yet.
 		// A critical pod short of resources preempts others.
-		{Name: "predicates", Handler: admission.Predicates{Node: n.admissionNode, Allocatable: n.devices.AdmissionAllocatable, Preemption: n.preemption}},
+		{Name: "predicates", Handler: admission.Predicates{Node: n.admissionNode, Fresh: n.freshNode, Allocatable: n.devices.AdmissionAllocatable, Preemption: n.preemption}},
 	}
 	if n.shutdown != nil {
 		handlers = append(handlers, admission.Named{Name: "shutdown", Handler: n.shutdown})
@@ -282,6 +283,7 @@ func (n *Nodelet) setupCluster(rs internalapi.RuntimeService, is internalapi.Ima
 	}
 	if n.nodeStatus, err = nodestatus.New(nodestatus.Config{
 		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
+		NodeIPSpecified: machine.NodeIPSpecified(n.opts.NodeIP), ExternalCloudProvider: n.opts.CloudProvider == config.ExternalCloudProvider,
 		Kubelet: &n.opts.Config, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
 		Pressure: n.eviction, ShuttingDown: n.shuttingDown, VolumesInUse: n.csiVolumes.InUse, DeviceResources: n.devices.Resources,
 	}); err != nil {

@@ -371,6 +371,14 @@ func (n *Nodelet) admissionNode() *v1.Node {
 	return node
 }
 
+// freshNode is the Node as the API server has it now (nil standalone).
+func (n *Nodelet) freshNode(ctx context.Context) *v1.Node {
+	if n.nodeStatus == nil {
+		return nil
+	}
+	return n.nodeStatus.Fresh(ctx)
+}
+
 // registeredNode is the registered Node, nil standalone or before
 // registration.
 func (n *Nodelet) registeredNode() *v1.Node {

@@ -49,6 +49,13 @@ type Config struct {
 	Client   apiclient.Interface
 	NodeName string
 	NodeIPs  []string
+	// NodeIPSpecified: NodeIPs came from --node-ip (not detected).
+	NodeIPSpecified bool
+	// ExternalCloudProvider is --cloud-provider=external: the node
+	// registers with upstream's uninitialized taint, its --node-ip goes in
+	// the alpha.kubernetes.io/provided-node-ip annotation, and addresses
+	// the cloud controller manager set are kept.
+	ExternalCloudProvider bool
 	// Labels are --node-labels.
 	Labels  map[string]string
 	Kubelet *kubeletv1beta1.KubeletConfiguration
@@ -163,8 +170,34 @@ func (m *Manager) Refresh() {
 // Node returns the latest Node object, nil before registration.
 func (m *Manager) Node() *v1.Node {
 	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.node
+	n := m.node
+	m.mu.RUnlock()
+	if n == nil || m.lister == nil {
+		return n
+	}
+	// What the API has now (its informer's copy, as upstream's GetNode):
+	// labels and taints others changed since the last status report count
+	// at admission.
+	if cur, err := m.lister.Get(m.cfg.NodeName); err == nil && cur.UID == n.UID {
+		return cur
+	}
+	return n
+}
+
+// Fresh reads the Node from the API server (nil when that fails or before
+// registration): for a decision the informer's copy may be too old for.
+func (m *Manager) Fresh(ctx context.Context) *v1.Node {
+	if m.Node() == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := m.cfg.Client.CoreV1().Nodes().Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot read the Node from the API server", "node", m.cfg.NodeName, "err", err)
+		return nil
+	}
+	return n
 }
 
 // Registered is closed once the Node is known (registered, or read back
@@ -261,6 +294,9 @@ func (m *Manager) initialNode() *v1.Node {
 			Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
 		},
 		Spec: v1.NodeSpec{Taints: append([]v1.Taint(nil), m.cfg.Kubelet.RegisterWithTaints...)},
+	}
+	if m.cfg.ExternalCloudProvider {
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule})
 	}
 	for k, v := range m.cfg.Labels {
 		n.Labels[k] = v
@@ -418,6 +454,43 @@ func (m *Manager) recordReadyChange(n *v1.Node) {
 	}
 }
 
+// Upstream's cloud provider names (k8s.io/cloud-provider/api).
+const (
+	TaintExternalCloudProvider = "node.cloudprovider.kubernetes.io/uninitialized"
+	AnnotationProvidedIPAddr   = "alpha.kubernetes.io/provided-node-ip"
+)
+
+// setAddresses sets n's addresses as upstream's NodeAddress setter: the
+// node IPs and the hostname. With an external cloud provider, a --node-ip
+// is also published in the provided-node-ip annotation (removed
+// otherwise), addresses already on the node (the cloud controller
+// manager's) are kept, and without --node-ip only the hostname is reported
+// until the cloud controller manager sets them.
+func setAddresses(n *v1.Node, ips []string, ipSpecified bool, hostname string, external bool) {
+	if external && ipSpecified && len(ips) > 0 {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[AnnotationProvidedIPAddr] = strings.Join(ips, ",")
+	} else {
+		delete(n.Annotations, AnnotationProvidedIPAddr)
+	}
+	if external {
+		if len(n.Status.Addresses) > 0 {
+			return
+		}
+		if !ipSpecified {
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: hostname}}
+			return
+		}
+	}
+	n.Status.Addresses = nil
+	for _, ip := range ips {
+		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
+	}
+	n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: hostname})
+}
+
 // fillStatus writes the node's current status into n.Status.
 func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 	cfg := m.cfg.Kubelet
@@ -434,11 +507,7 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 	}
 	n.Status.Capacity = capacity
 	n.Status.Allocatable = alloc
-	n.Status.Addresses = nil
-	for _, ip := range m.cfg.NodeIPs {
-		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
-	}
-	n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: m.cfg.NodeName})
+	setAddresses(n, m.cfg.NodeIPs, m.cfg.NodeIPSpecified, m.cfg.NodeName, m.cfg.ExternalCloudProvider)
 	n.Status.DaemonEndpoints.KubeletEndpoint.Port = cfg.Port
 
 	runtimeVersion := "unknown"

@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -188,6 +189,68 @@ func TestNodeImages(t *testing.T) {
 		}
 		if tc.want > 0 && (got[0].SizeBytes != 1000 || len(got[0].Names) != 5 || got[1].SizeBytes != 60) {
 			t.Errorf("max %v: first images %+v %+v", tc.max, got[0], got[1])
+		}
+	}
+}
+
+func TestSetAddresses(t *testing.T) {
+	internal := func(ips ...string) []v1.NodeAddress {
+		var out []v1.NodeAddress
+		for _, ip := range ips {
+			out = append(out, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
+		}
+		return append(out, v1.NodeAddress{Type: v1.NodeHostName, Address: "n1"})
+	}
+	ccm := []v1.NodeAddress{{Type: v1.NodeExternalIP, Address: "203.0.113.7"}}
+	for _, tt := range []struct {
+		name       string
+		existing   []v1.NodeAddress
+		annotation string
+		ips        []string
+		specified  bool
+		external   bool
+		want       []v1.NodeAddress
+		wantAnno   string
+	}{
+		{"no cloud provider: detected IPs", nil, "", []string{"10.0.0.5"}, false, false, internal("10.0.0.5"), ""},
+		{"no cloud provider: stale annotation removed", nil, "10.0.0.5", []string{"10.0.0.5"}, true, false, internal("10.0.0.5"), ""},
+		{"no cloud provider: own addresses replaced", ccm, "", []string{"10.0.0.5"}, true, false, internal("10.0.0.5"), ""},
+		{"external, no --node-ip: hostname only", nil, "", []string{"10.0.0.5"}, false, true, []v1.NodeAddress{{Type: v1.NodeHostName, Address: "n1"}}, ""},
+		{"external, --node-ip: annotated and used", nil, "", []string{"10.0.0.5"}, true, true, internal("10.0.0.5"), "10.0.0.5"},
+		{"external, dual stack", nil, "", []string{"10.0.0.5", "fd00::5"}, true, true, internal("10.0.0.5", "fd00::5"), "10.0.0.5,fd00::5"},
+		{"external: the CCM's addresses kept", ccm, "", []string{"10.0.0.5"}, true, true, ccm, "10.0.0.5"},
+	} {
+		n := &v1.Node{Status: v1.NodeStatus{Addresses: tt.existing}}
+		if tt.annotation != "" {
+			n.Annotations = map[string]string{AnnotationProvidedIPAddr: tt.annotation}
+		}
+		setAddresses(n, tt.ips, tt.specified, "n1", tt.external)
+		if !reflect.DeepEqual(n.Status.Addresses, tt.want) {
+			t.Errorf("%s: addresses %v, want %v", tt.name, n.Status.Addresses, tt.want)
+		}
+		if got := n.Annotations[AnnotationProvidedIPAddr]; got != tt.wantAnno {
+			t.Errorf("%s: annotation %q, want %q", tt.name, got, tt.wantAnno)
+		}
+	}
+}
+
+// With --cloud-provider=external the node registers with upstream's
+// uninitialized taint, after registerWithTaints.
+func TestExternalCloudProviderTaint(t *testing.T) {
+	own := v1.Taint{Key: "dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule}
+	for _, external := range []bool{false, true} {
+		m, err := New(Config{Client: fake.NewClientset(), NodeName: "n1", Recorder: record.NewFakeRecorder(10),
+			Kubelet: &kubeletv1beta1.KubeletConfiguration{RegisterWithTaints: []v1.Taint{own}}, Runtime: critest.NewFakeRuntimeService(),
+			Images: critest.NewFakeImageService(), ExternalCloudProvider: external})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []v1.Taint{own}
+		if external {
+			want = append(want, v1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule})
+		}
+		if got := m.initialNode().Spec.Taints; !reflect.DeepEqual(got, want) {
+			t.Errorf("external %v: taints %v, want %v", external, got, want)
 		}
 	}
 }

@@ -81,7 +81,9 @@ func Generate(in Input) v1.PodStatus {
 
 	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.Sync.InitFailed, appStartedInSandbox(pod, rs), in.Terminal)
 	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
-		st.Phase = prev.Phase // terminal is forever
+		// Terminal is forever, with the reason it became so (a rejection,
+		// an eviction).
+		st.Phase, st.Reason, st.Message = prev.Phase, prev.Reason, prev.Message
 	}
 
 	// The conditions nodelet owns, in upstream's order; a condition keeps

@@ -237,10 +237,22 @@ func (l *Loop) apply(ctx context.Context, ch podmanager.Changes) {
 		l.admitAndRun(ctx, p)
 	}
 	for _, p := range ch.Updated {
-		if !l.cfg.Pods.Rejected(p.UID) {
+		switch {
+		case !l.cfg.Pods.Rejected(p.UID):
 			l.dispatch(p)
+		case p.DeletionTimestamp != nil:
+			l.finishRejected(p)
 		}
 	}
+}
+
+// finishRejected: a rejected pod being deleted is terminated by its worker
+// like any other, so that what may still run of it (admitted before a
+// restart, refused after) stops and, once nothing is left, its Failed
+// status is final and the pod is deleted from the API, as upstream's pod
+// workers finish a terminal pod (issue 118472).
+func (l *Loop) finishRejected(p *v1.Pod) {
+	l.cfg.Workers.Terminate(p.UID, p, nil, p.DeletionGracePeriodSeconds)
 }
 
 // dispatch gives a known pod's latest version to its worker: a pod being
@@ -274,6 +286,9 @@ func (l *Loop) admitAndRun(ctx context.Context, p *v1.Pod) {
 		st := *p.Status.DeepCopy()
 		st.Phase, st.Reason, st.Message = v1.PodFailed, r.Reason, r.Message
 		l.cfg.Statuses.Set(ctx, p, st)
+		if p.DeletionTimestamp != nil {
+			l.finishRejected(p)
+		}
 		return
 	}
 	logger.Info("Pod added", "pod", klog.KObj(p), "podUID", p.UID)

@@ -209,6 +209,26 @@ func TestApply(t *testing.T) {
 		t.Errorf("released %v, want b's devices", h.released)
 	}
 
+	// A rejected pod being deleted is terminated by its worker, which
+	// finishes it (final status, deletion from the API); so is one that
+	// is already being deleted when it is refused (created and deleted
+	// while nodelet was down).
+	refused = refused.DeepCopy()
+	refused.DeletionTimestamp = ptr.To(metav1.Unix(20, 0))
+	refused.DeletionGracePeriodSeconds = ptr.To[int64](30)
+	l.applyAPI(ctx, apiserver.Event{Op: apiserver.Update, Pods: []*v1.Pod{refused}})
+	late := pod("refused-late", 5)
+	late.DeletionTimestamp = ptr.To(metav1.Unix(20, 0))
+	late.DeletionGracePeriodSeconds = ptr.To[int64](30)
+	l.applyAPI(ctx, apiserver.Event{Op: apiserver.Update, Pods: []*v1.Pod{late}})
+	if got, want := h.workers.take(), []string{"terminate refused grace=30", "terminate refused-late grace=30"}; !slices.Equal(got, want) {
+		t.Errorf("rejected pods being deleted: %v, want %v", got, want)
+	}
+	if st, ok := l.cfg.Statuses.Get("refused-late"); !ok || st.Phase != v1.PodFailed || st.Reason != "OutOfcpu" {
+		t.Errorf("refused-late's status %+v, want Failed OutOfcpu", st)
+	}
+	<-h.recorder.Events
+
 	// A static pod: the file source's set makes the sources ready.
 	l.apply(ctx, l.cfg.Pods.Set(SourceFile, []*v1.Pod{pod("static", 4)}))
 	l.Seen(SourceFile)

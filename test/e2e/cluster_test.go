@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
@@ -475,5 +476,121 @@ func TestClusterSurvivesAPIServerOutage(t *testing.T) {
 	}
 	if got := c.Pod(t, ns, "steady").Status.ContainerStatuses[0]; got.ContainerID != before || got.RestartCount != 0 {
 		t.Errorf("steady container changed across the outage: %s -> %s, restarts %d", before, got.ContainerID, got.RestartCount)
+	}
+}
+
+// TestClusterExternalCloudProvider: with --cloud-provider=external the node
+// registers with upstream's uninitialized taint and its --node-ip in the
+// provided-node-ip annotation (for the cloud controller manager); addresses
+// a cloud controller manager sets afterwards are kept.
+func TestClusterExternalCloudProvider(t *testing.T) {
+	name := "e2e-ccm"
+	c := framework.RequireCluster(t)
+	n := framework.NewClusterNodelet(t, c, name)
+	n.ExtraArgs = append(n.ExtraArgs, "--cloud-provider=external")
+	n.Start()
+	ctx := context.Background()
+	var node *v1.Node
+	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		var err error
+		node, err = c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && c.NodeReady(t, name) == v1.ConditionTrue
+	}, "node %s Ready", name)
+	tainted := false
+	for _, taint := range node.Spec.Taints {
+		tainted = tainted || taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" && taint.Value == "true" && taint.Effect == v1.TaintEffectNoSchedule
+	}
+	if !tainted {
+		t.Errorf("taints %v, want node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule", node.Spec.Taints)
+	}
+	if got := node.Annotations["alpha.kubernetes.io/provided-node-ip"]; got != c.NodeIP {
+		t.Errorf("provided-node-ip annotation %q, want %q", got, c.NodeIP)
+	}
+	// A cloud controller manager's addresses stay.
+	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: c.NodeIP}, {Type: v1.NodeExternalIP, Address: "192.0.2.10"}}
+	if _, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Restarted, nodelet reports its status in full: the addresses stay.
+	n.Stop()
+	restarted := metav1.NewTime(time.Now().Truncate(time.Second))
+	n.Start()
+	framework.Eventually(t, 30*time.Second, 200*time.Millisecond, func() bool {
+		var err error
+		if node, err = c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return false
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == v1.NodeReady {
+				return cond.Status == v1.ConditionTrue && !cond.LastHeartbeatTime.Before(&restarted)
+			}
+		}
+		return false
+	}, "node %s reported Ready after the restart", name)
+	external := false
+	for _, a := range node.Status.Addresses {
+		external = external || a.Type == v1.NodeExternalIP && a.Address == "192.0.2.10"
+	}
+	if !external {
+		t.Errorf("the cloud controller manager's ExternalIP was overwritten: %v", node.Status.Addresses)
+	}
+}
+
+// TestClusterRejectedPodsDeletedAfterRestart is upstream's regression test
+// for issue 118472 (e2e_node restart_test): pods the node refuses after a
+// restart (a nodeSelector it does not match), deleted in the API while
+// nodelet was down, are finished and deleted for good: one created and
+// deleted during the downtime, one admitted and running before it (its
+// node label removed meanwhile), whose container is stopped.
+func TestClusterRejectedPodsDeletedAfterRestart(t *testing.T) {
+	name := "e2e-rejected"
+	c, n := clusterNode(t, name, "")
+	ns := c.Namespace(t, "rejected")
+	ctx := context.Background()
+	label := func(value *string) {
+		t.Helper()
+		patch := `{"metadata":{"labels":{"e2e-admission":null}}}`
+		if value != nil {
+			patch = `{"metadata":{"labels":{"e2e-admission":"` + *value + `"}}}`
+		}
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yes := "yes"
+	label(&yes)
+	running := busyboxPod("running", name, "trap 'exit 0' TERM; while true; do sleep 0.2; done")
+	running.Spec.NodeSelector = map[string]string{"e2e-admission": "yes"}
+	running.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, running, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, ns, "running", 60*time.Second, "Ready", podReady)
+
+	n.Stop()
+	label(nil)
+	created := busyboxPod("created", name, "sleep 3600")
+	created.Spec.NodeSelector = map[string]string{"this-label": "does-not-exist-on-any-nodes"}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, created, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pn := range []string{"created", "running"} {
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pn, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](30)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.Start()
+	start := time.Now()
+	for _, pn := range []string{"created", "running"} {
+		framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool {
+			_, err := c.Client.CoreV1().Pods(ns).Get(ctx, pn, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, "pod %s deleted after nodelet restarted", pn)
+		t.Logf("%s: deleted %v after the start", pn, time.Since(start).Round(100*time.Millisecond))
+	}
+	boxes, err := c.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns}})
+	if err != nil || len(boxes) != 0 {
+		t.Errorf("ready sandboxes of the namespace left: %d (%v)", len(boxes), err)
 	}
 }
