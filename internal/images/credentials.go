@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/credentialprovider"
 )
 
 // SecretGetter reads the Secrets named in a pod's imagePullSecrets (in
@@ -25,12 +27,47 @@ type SecretGetter interface {
 }
 
 // Credential is one registry credential that matched an image, with the
-// Secret it came from.
+// Secret or credential provider it came from.
 type Credential struct {
 	Auth *runtimeapi.AuthConfig
 	// Secret is namespace/name of the pull secret.
 	Secret string
+	// Provider is the credential provider plugin's name.
+	Provider string
 }
+
+// ReasonCredentialProviderFailed is the Warning event of a credential
+// provider plugin that failed for an image (the pull goes on with the
+// other credentials).
+const ReasonCredentialProviderFailed = "FailedCredentialProvider"
+
+// providerCredentials are the credentials the credential provider plugins
+// give for image, matched against it as upstream's keyring does; they come
+// after the pod's pull secrets' (upstream's UnionDockerKeyring). errs are
+// the plugins that failed.
+func (p *Puller) providerCredentials(ctx context.Context, pod *v1.Pod, image string) (creds []Credential, errs []error) {
+	if p.providers == nil {
+		return nil, nil
+	}
+	repo := repository(image)
+	results, errs := p.providers.Lookup(ctx, repo, credentialprovider.Pod{
+		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ServiceAccountName: pod.Spec.ServiceAccountName})
+	kr := &keyring{creds: map[string][]Credential{}}
+	for _, r := range results {
+		cfg := make(map[string]dockerConfigEntry, len(r.Auths))
+		for k, a := range r.Auths {
+			cfg[k] = dockerConfigEntry{Username: a.Username, Password: a.Password}
+		}
+		if err := kr.addFrom(credentialSource{provider: r.Provider}, cfg); err != nil {
+			errs = append(errs, &credentialprovider.ProviderError{Provider: r.Provider, Image: repo, Err: err})
+		}
+	}
+	kr.sortIndex()
+	return kr.lookup(repo), errs
+}
+
+// credentialSource says where a keyring entry came from.
+type credentialSource struct{ secret, provider string }
 
 // podCredentials are the credentials of a pod's imagePullSecrets that match
 // image, most specific registry path first, as upstream's keyring orders
@@ -102,7 +139,7 @@ func keyringFromSecrets(secrets []*v1.Secret) (*keyring, error) {
 		default:
 			continue
 		}
-		if err := kr.add(s.Namespace+"/"+s.Name, cfg); err != nil {
+		if err := kr.addFrom(credentialSource{secret: s.Namespace + "/" + s.Name}, cfg); err != nil {
 			return nil, fmt.Errorf("image pull secret %s/%s: %w", s.Namespace, s.Name, err)
 		}
 	}
@@ -110,7 +147,7 @@ func keyringFromSecrets(secrets []*v1.Secret) (*keyring, error) {
 	return kr, nil
 }
 
-func (kr *keyring) add(source string, cfg map[string]dockerConfigEntry) error {
+func (kr *keyring) addFrom(source credentialSource, cfg map[string]dockerConfigEntry) error {
 	// Sorted, so that credentials of one key keep a stable order.
 	regs := make([]string, 0, len(cfg))
 	for r := range cfg {
@@ -148,7 +185,7 @@ func (kr *keyring) add(source string, cfg map[string]dockerConfigEntry) error {
 		}
 		kr.creds[key] = append(kr.creds[key], Credential{
 			Auth:   &runtimeapi.AuthConfig{Username: user, Password: password},
-			Secret: source,
+			Secret: source.secret, Provider: source.provider,
 		})
 	}
 	return nil

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/internal/credentialprovider"
 )
 
 func dockerConfigJSON(ns, name string, auths map[string]string) *v1.Secret {
@@ -300,3 +302,89 @@ func (f *fakeImages) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoRespon
 }
 
 func (f *fakeImages) Close(context.Context) error { return nil }
+
+// fakeProviders answers every lookup with the same results and errors,
+// recording the images and pods asked for.
+type fakeProviders struct {
+	results []credentialprovider.Result
+	errs    []error
+	asked   []string
+}
+
+func (f *fakeProviders) Lookup(_ context.Context, image string, pod credentialprovider.Pod) ([]credentialprovider.Result, []error) {
+	f.asked = append(f.asked, image+" "+pod.Namespace+"/"+pod.Name+" sa="+pod.ServiceAccountName)
+	return f.results, f.errs
+}
+
+// The credential provider plugins' credentials come after the pull
+// secrets', matched against the image as the secrets' are; a failed
+// provider is a Warning event naming it, and the pull goes on.
+func TestEnsureImageWithCredentialProviders(t *testing.T) {
+	const private = "127.0.0.1:35001/private/busybox:1.36"
+	wrong := dockerConfigJSON("ns", "wrong", map[string]string{"127.0.0.1:35001": "user:nope"})
+	provided := []credentialprovider.Result{
+		{Provider: "elsewhere", Auths: map[string]credentialprovider.Auth{"*.example.com": {Username: "x", Password: "y"}}},
+		{Provider: "local", Auths: map[string]credentialprovider.Auth{"127.0.0.1:35001/private": {Username: "user", Password: "secret"}}},
+	}
+	failed := &credentialprovider.ProviderError{Provider: "broken", Image: "127.0.0.1:35001/private/busybox", Err: errors.New("exit status 1")}
+	tests := []struct {
+		name      string
+		secrets   []string
+		results   []credentialprovider.Result
+		errs      []error
+		wantUsers []string
+		wantErr   bool
+		wantEvent string
+	}{
+		{"the provider's credential", nil, provided, nil, []string{"user:secret"}, false, ""},
+		{"secrets first", []string{"wrong"}, provided, nil, []string{"user:nope", "user:secret"}, false, ""},
+		{"nothing matches: anonymous", nil, provided[:1], nil, []string{""}, true, ""},
+		{"a failed provider: named in an event, the others still used", nil, provided, []error{failed}, []string{"user:secret"}, false,
+			"Warning FailedCredentialProvider credential provider broken failed for image 127.0.0.1:35001/private/busybox: exit status 1"},
+		{"only a failed provider: the pull fails naming it", nil, nil, []error{failed}, []string{""}, true, "credential provider broken failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := &authImages{fakeImages: fakeImages{present: map[string]bool{}}}
+			rec := record.NewFakeRecorder(100)
+			fp := &fakeProviders{results: tt.results, errs: tt.errs}
+			p := newPuller(t, Config{Service: svc, Recorder: rec, Clock: testingclock.NewFakeClock(time.Now()),
+				Secrets: fakeSecrets{"ns/wrong": wrong}, Providers: fp})
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: v1.PodSpec{ServiceAccountName: "sa"}}
+			for _, s := range tt.secrets {
+				pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, v1.LocalObjectReference{Name: s})
+			}
+			_, err := p.EnsureImage(context.Background(), pod, &v1.Container{Name: "c", Image: private, ImagePullPolicy: v1.PullAlways}, nil)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr && len(tt.errs) > 0 && !strings.Contains(err.Error(), "credential provider broken failed") {
+				t.Errorf("the pull's error does not name the failed provider: %v", err)
+			}
+			if want := []string{"127.0.0.1:35001/private/busybox ns/p sa=sa"}; !reflect.DeepEqual(fp.asked, want) {
+				t.Errorf("providers asked %q, want %q", fp.asked, want)
+			}
+			var users []string
+			for _, a := range svc.auths {
+				u := ""
+				if a != nil {
+					u = a.Username + ":" + a.Password
+				}
+				users = append(users, u)
+			}
+			if !tt.wantErr || len(users) > 0 {
+				if !reflect.DeepEqual(users[:len(tt.wantUsers)], tt.wantUsers) {
+					t.Errorf("pulls with %q, want %q first", users, tt.wantUsers)
+				}
+			}
+			close(rec.Events)
+			found := tt.wantEvent == ""
+			for e := range rec.Events {
+				found = found || strings.Contains(e, tt.wantEvent)
+			}
+			if !found {
+				t.Errorf("no event %q", tt.wantEvent)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/internal/credentialprovider"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -69,15 +70,25 @@ type Config struct {
 	// Secrets reads imagePullSecrets; nil when there is no API server
 	// (every pull secret is then missing).
 	Secrets SecretGetter
+	// Providers are the image credential provider plugins
+	// (--image-credential-provider-config); nil: none.
+	Providers CredentialProviders
+}
+
+// CredentialProviders give the credentials of the image credential
+// provider plugins (credentialprovider.Providers).
+type CredentialProviders interface {
+	Lookup(ctx context.Context, image string, pod credentialprovider.Pod) ([]credentialprovider.Result, []error)
 }
 
 // Puller makes images present. It is safe for concurrent use.
 type Puller struct {
-	svc      internalapi.ImageManagerService
-	recorder record.EventRecorder
-	clock    clock.Clock
-	secrets  SecretGetter
-	backoff  *flowcontrol.Backoff
+	svc       internalapi.ImageManagerService
+	recorder  record.EventRecorder
+	clock     clock.Clock
+	secrets   SecretGetter
+	providers CredentialProviders
+	backoff   *flowcontrol.Backoff
 	// tokens bounds the pulls in flight; nil: no bound.
 	tokens chan struct{}
 
@@ -117,13 +128,14 @@ func New(cfg Config) (*Puller, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	p := &Puller{
-		svc:      cfg.Service,
-		recorder: cfg.Recorder,
-		clock:    cfg.Clock,
-		secrets:  cfg.Secrets,
-		backoff:  flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, cfg.Clock),
-		inflight: map[string]*flight{},
-		failures: map[string]failure{},
+		svc:       cfg.Service,
+		recorder:  cfg.Recorder,
+		clock:     cfg.Clock,
+		secrets:   cfg.Secrets,
+		providers: cfg.Providers,
+		backoff:   flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, cfg.Clock),
+		inflight:  map[string]*flight{},
+		failures:  map[string]failure{},
 	}
 	switch {
 	case cfg.Serialize:
@@ -202,6 +214,11 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	if len(missing) > 0 {
 		klog.FromContext(ctx).Info("Unable to retrieve pull secret, the image pull may not succeed", "pod", klog.KObj(pod), "secrets", missing)
 	}
+	provided, providerErrs := p.providerCredentials(ctx, pod, image)
+	for _, err := range providerErrs {
+		p.event(pod, c, v1.EventTypeWarning, ReasonCredentialProviderFailed, err.Error())
+	}
+	creds = append(creds, provided...)
 
 	p.event(pod, c, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
 	start := p.clock.Now()
@@ -220,6 +237,9 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		p.failures[key] = failure{at: failedAt, msg: err.Error()}
 		p.mu.Unlock()
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		if len(providerErrs) > 0 {
+			msg += " (" + errors.Join(providerErrs...).Error() + ")"
+		}
 		p.event(pod, c, v1.EventTypeWarning, "Failed", msg)
 		if len(missing) > 0 && p.recorder != nil {
 			p.recorder.Eventf(pod, v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
@@ -232,12 +252,12 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	delete(p.failures, key)
 	p.mu.Unlock()
 	waited := p.clock.Since(start)
-	secret := ""
+	secret, provider := "", ""
 	if f.credential != nil {
-		secret = f.credential.Secret
+		secret, provider = f.credential.Secret, f.credential.Provider
 	}
 	klog.FromContext(ctx).V(2).Info("Pulled image", "pod", klog.KObj(pod), "container", c.Name, "image", image,
-		"pullTime", f.duration, "withWaiting", waited, "pullSecret", secret)
+		"pullTime", f.duration, "withWaiting", waited, "pullSecret", secret, "credentialProvider", provider)
 	p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
 		c.Image, f.duration.Round(time.Millisecond), waited.Round(time.Millisecond), f.size))
 	return f.ref, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/config"
+	"github.com/nodelet/nodelet/internal/credentialprovider"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/devicemanager"
 	"github.com/nodelet/nodelet/internal/eviction"
@@ -151,6 +152,18 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	pullCfg := images.Config{Service: is, Recorder: n.recorder, Clock: n.clock, Serialize: *cfg.SerializeImagePulls, MaxParallel: cfg.MaxParallelImagePulls}
 	if n.objects != nil {
 		pullCfg.Secrets = n.objects // imagePullSecrets, through the shared cache
+	}
+	if n.opts.ImageCredentialProviderConfig != "" || n.opts.ImageCredentialProviderBinDir != "" {
+		cp := credentialprovider.Config{ConfigPath: n.opts.ImageCredentialProviderConfig, BinDir: n.opts.ImageCredentialProviderBinDir,
+			Registry: n.registerer, Clock: n.clock}
+		if n.client != nil {
+			cp.Tokens = credentialprovider.APITokens{Client: n.client}
+		}
+		providers, err := credentialprovider.New(cp)
+		if err != nil {
+			return fmt.Errorf("image credential provider plugins (--image-credential-provider-config, --image-credential-provider-bin-dir): %w", err)
+		}
+		pullCfg.Providers = providers
 	}
 	if n.puller, err = images.New(pullCfg); err != nil {
 		return err
