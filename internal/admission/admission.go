@@ -48,6 +48,13 @@ func precheck(node *v1.Node, pod *v1.Pod) Result {
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != nodeOS {
 		return reject("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")
 	}
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.SupplementalGroupsPolicy != nil &&
+		*sc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict &&
+		(node.Status.Features == nil || node.Status.Features.SupplementalGroupsPolicy == nil || !*node.Status.Features.SupplementalGroupsPolicy) {
+		// Upstream's rejectPodAdmissionBasedOnSupplementalGroupsPolicy: the
+		// runtime does not say it can (node.status.features).
+		return reject("SupplementalGroupsPolicyNotSupported", "SupplementalGroupsPolicy=%s is not supported in this node", v1.SupplementalGroupsPolicyStrict)
+	}
 	if fields := podspec.Unsupported(pod); len(fields) > 0 {
 		return reject("UnsupportedPodSpec", "%s", podspec.UnsupportedMessage(fields))
 	}

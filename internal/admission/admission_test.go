@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func node() *v1.Node {
@@ -57,7 +58,15 @@ func TestAdmit(t *testing.T) {
 		}), nil, "OutOfmemory", "memory, requested: 2147483648"},
 		{"out of pods", pod(""), []*v1.Pod{pod(""), pod(""), pod("")}, "OutOfpods", "pods, requested: 1, used: 3, capacity: 3"},
 		{"other node", pod("", func(p *v1.Pod) { p.Spec.NodeName = "n2" }), nil, "NodeName", ""},
-		{"user namespaces", pod("", func(p *v1.Pod) { f := false; p.Spec.HostUsers = &f }), nil, "UnsupportedPodSpec", "spec.hostUsers: false"},
+		{"user namespaces: the runtime decides", pod("", func(p *v1.Pod) { f := false; p.Spec.HostUsers = &f }), nil, "", ""},
+		{"supplementalGroupsPolicy Strict on a node without it", pod("", func(p *v1.Pod) {
+			strict := v1.SupplementalGroupsPolicyStrict
+			p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &strict}
+		}), nil, "SupplementalGroupsPolicyNotSupported", "SupplementalGroupsPolicy=Strict is not supported in this node"},
+		{"supplementalGroupsPolicy Merge", pod("", func(p *v1.Pod) {
+			merge := v1.SupplementalGroupsPolicyMerge
+			p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &merge}
+		}), nil, "", ""},
 		{"stop signal", pod("", func(p *v1.Pod) {
 			sig := v1.SIGUSR1
 			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig}
@@ -94,5 +103,17 @@ func TestAdmit(t *testing.T) {
 				t.Errorf("got %+v, want reason %s with %q", r, tt.reason, tt.message)
 			}
 		})
+	}
+}
+
+// A node whose runtime says it honours supplementalGroupsPolicy
+// (status.features) admits Strict pods.
+func TestAdmitSupplementalGroupsPolicyStrict(t *testing.T) {
+	n := node()
+	n.Status.Features = &v1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)}
+	strict := v1.SupplementalGroupsPolicyStrict
+	p := pod("", func(p *v1.Pod) { p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &strict} })
+	if r := precheck(n, p); !r.Admit {
+		t.Errorf("Strict on a node that supports it: %+v", r)
 	}
 }

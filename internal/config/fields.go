@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodelet/nodelet/internal/userns"
 )
 
 // Status is what nodelet does with a KubeletConfiguration field.
@@ -349,8 +351,9 @@ var fieldStatuses = []FieldStatus{
 		Test: "TestFlagsOverrideFile (the default only)"},
 	{Path: "failCgroupV1", Status: Honoured, Note: "Refuses to start on cgroup v1.",
 		Test: "internal/nodelet TestCheckCgroupV1; e2e TestCgroupV1AndRuntimeDriver"},
-	{Path: "userNamespaces", Status: Refused, Why: "user namespaces are not implemented: pods with hostUsers: false are refused",
-		Note: "Pods with hostUsers: false are refused, so idsPerPod has no use.", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "userNamespaces", Status: Honoured,
+		Note: "idsPerPod: the IDs of each hostUsers: false pod's user namespace (65536 by default; a multiple of 65536), allocated from the kubelet user's subordinate IDs (getsubids kubelet) or upstream's default range, recorded in the pod's directory (internal/userns).",
+		Test: "internal/userns tests; e2e TestUserNamespaces; TestUnsupportedFieldsRefused (invalid values)", check: checkUserNamespaces},
 }
 
 // nodeletGates are the feature gates nodelet acts on, both ways.
@@ -446,6 +449,16 @@ func checkIPTablesBits(c *kubeletv1beta1.KubeletConfiguration) []error {
 		errs = append(errs, fmt.Errorf("invalid configuration: iptablesMasqueradeBit (--iptables-masquerade-bit) %v must be between 0 and 31, inclusive", *b))
 	}
 	return errs
+}
+
+func checkUserNamespaces(c *kubeletv1beta1.KubeletConfiguration) []error {
+	if c.UserNamespaces == nil {
+		return nil
+	}
+	if err := userns.ValidateIDsPerPod(c.UserNamespaces.IDsPerPod); err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // nodeletDefaults is a KubeletConfiguration with nothing set but

@@ -282,7 +282,6 @@ var refusedValues = map[string]string{
 	"memoryReservationPolicy":                   `"TieredReservation"`,
 	"tracing":                                   `{"endpoint":"localhost:4317"}`,
 	"localStorageCapacityIsolation":             `false`,
-	"userNamespaces":                            `{"idsPerPod":65536}`,
 }
 
 // Defaults pass; every refused field set to a value nodelet does not
@@ -352,6 +351,8 @@ func TestUnsupportedFieldsRefused(t *testing.T) {
 		"staticPodPath, not there yet":       {`{"staticPodPath":"/nonexistent/manifests"}`, ""},
 		"staticPodPath, a file":              {`{"staticPodPath":"` + file + `"}`, "staticPodPath"},
 		"pointers to empty structs":          {`{"tracing":{},"userNamespaces":{}}`, ""},
+		"userNamespaces.idsPerPod":           {`{"userNamespaces":{"idsPerPod":131072}}`, ""},
+		"userNamespaces.idsPerPod too small": {`{"userNamespaces":{"idsPerPod":1024}}`, "userNamespaces.idsPerPod must not be less than 65536"},
 		"a gate and a refused field at once": {`{"cpuManagerPolicy":"static","featureGates":{"AllBeta":true}}`, "cpuManagerPolicy"},
 	} {
 		t.Run(name, func(t *testing.T) {

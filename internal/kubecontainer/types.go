@@ -3,6 +3,7 @@ package kubecontainer
 import (
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -44,6 +45,9 @@ type ContainerStatus struct {
 	// message file mounted into the container, if any.
 	TerminationMessageHostPath string
 	TerminationMessagePolicy   string
+	// User is the identity the runtime runs the container's process with
+	// (uid, gid, supplementary groups), when it says (containerd 2).
+	User *v1.ContainerUser
 }
 
 // Latest returns the newest status of the container named name, or nil.

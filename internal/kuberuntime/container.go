@@ -61,7 +61,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	for i, s := range c.Args {
 		args[i] = expand(s, lookup)
 	}
-	mounts, err := m.containerMounts(pod, c, volumePaths, lookup)
+	mounts, err := m.containerMounts(pod, c, volumePaths, lookup, m.SupportsRRO(ctx, pod))
 	if err != nil {
 		return nil, err
 	}
@@ -129,12 +129,19 @@ func first(s []string) string {
 	return s[0]
 }
 
-func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[string]string, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
+// containerMounts are c's volume mounts and its termination message file;
+// supportsRRO: the pod's runtime handler can make mounts recursively
+// read-only.
+func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[string]string, env func(string) (string, bool), supportsRRO bool) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
 	for _, vm := range c.VolumeMounts {
 		host, ok := volumePaths[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("volume %q is not prepared", vm.Name)
+		}
+		rro, err := podspec.ResolveRecursiveReadOnly(vm, supportsRRO)
+		if err != nil {
+			return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
 		}
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
@@ -148,10 +155,11 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[
 			host = p
 		}
 		mounts = append(mounts, &runtimeapi.Mount{
-			ContainerPath: vm.MountPath,
-			HostPath:      host,
-			Readonly:      vm.ReadOnly || readOnlyVolume(pod, vm.Name),
-			Propagation:   propagation(vm.MountPropagation),
+			ContainerPath:     vm.MountPath,
+			HostPath:          host,
+			Readonly:          vm.ReadOnly || readOnlyVolume(pod, vm.Name),
+			RecursiveReadOnly: rro,
+			Propagation:       propagation(vm.MountPropagation),
 		})
 	}
 	// The termination message file, mounted where the spec says.
@@ -286,12 +294,12 @@ func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container) (*runti
 	if err := checkAppArmor(pod, c); err != nil {
 		return nil, err
 	}
-	if psc := pod.Spec.SecurityContext; psc != nil && psc.SupplementalGroupsPolicy != nil &&
-		*psc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
-		// containerd 1.6 cannot honour it; refused rather than ignored.
-		return nil, fmt.Errorf("supplementalGroupsPolicy Strict is not supported by the container runtime")
-	}
 	if psc := pod.Spec.SecurityContext; psc != nil {
+		policy, err := supplementalGroupsPolicy(psc)
+		if err != nil {
+			return nil, err
+		}
+		sc.SupplementalGroupsPolicy = policy
 		if psc.RunAsUser != nil {
 			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
 		}
@@ -339,6 +347,32 @@ func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container) (*runti
 
 // readOnlyVolume reports whether the pod's volume named name is always
 // mounted read-only (podspec.ReadOnlyVolume).
+// SupportsRRO reports whether the pod's runtime handler makes recursive
+// read-only mounts (CRI Status's handler features), as upstream's
+// runtimeClassSupportsRecursiveReadOnlyMounts.
+func (m *Manager) SupportsRRO(ctx context.Context, pod *v1.Pod) bool {
+	handler, err := m.runtimeHandler(ctx, pod)
+	if err != nil {
+		return false
+	}
+	f, known := m.features.Handler(ctx, handler)
+	return known && f.GetRecursiveReadOnlyMounts()
+}
+
+// supplementalGroupsPolicy is the pod's supplementalGroupsPolicy for CRI
+// (Merge when unset), as upstream's; a runtime that cannot honour Strict
+// never gets the pod (admission refuses it).
+func supplementalGroupsPolicy(psc *v1.PodSecurityContext) (runtimeapi.SupplementalGroupsPolicy, error) {
+	if psc == nil || psc.SupplementalGroupsPolicy == nil {
+		return runtimeapi.SupplementalGroupsPolicy_Merge, nil
+	}
+	v, ok := runtimeapi.SupplementalGroupsPolicy_value[string(*psc.SupplementalGroupsPolicy)]
+	if !ok {
+		return 0, fmt.Errorf("unsupported supplementalGroupsPolicy: %s", *psc.SupplementalGroupsPolicy)
+	}
+	return runtimeapi.SupplementalGroupsPolicy(v), nil
+}
+
 func readOnlyVolume(pod *v1.Pod, name string) bool {
 	for i := range pod.Spec.Volumes {
 		if pod.Spec.Volumes[i].Name == name {

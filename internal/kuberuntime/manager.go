@@ -111,6 +111,14 @@ type Config struct {
 	// DevicePlugins gives containers the devices assigned to them; nil
 	// gives none.
 	DevicePlugins DevicePlugins
+	// UserNamespaces gives pods with hostUsers: false their user
+	// namespace's ID mappings (userns.Manager); nil refuses them.
+	UserNamespaces UserNamespaces
+}
+
+// UserNamespaces allocates the pods' user namespaces (userns.Manager).
+type UserNamespaces interface {
+	GetOrCreateUserNamespaceMappings(ctx context.Context, pod *v1.Pod, runtimeHandler string) (*runtimeapi.UserNamespace, error)
 }
 
 // DevicePlugins is what a container's device plugin resources add to its
@@ -155,7 +163,13 @@ type Manager struct {
 	// never changed once stored.
 	listed   map[types.UID]*kubecontainer.RunningPod
 	listedAt time.Time
+	// features are the runtime's handlers' and its own (CRI Status).
+	features *RuntimeFeatures
 }
+
+// Features is what the runtime says it can do (its handlers' recursive
+// read-only mounts and user namespaces, supplementalGroupsPolicy).
+func (m *Manager) Features() *RuntimeFeatures { return m.features }
 
 // New returns a Manager for cfg. It fails when cfg has no Runtime or
 // Images.
@@ -188,6 +202,7 @@ func New(cfg Config) (*Manager, error) {
 		created:     map[types.UID]time.Time{},
 
 		backoffReported: map[string]bool{},
+		features:        newRuntimeFeatures(cfg.Runtime, cfg.Clock),
 	}, nil
 }
 
@@ -395,6 +410,19 @@ func (m *Manager) keepSandboxStatus(st *runtimeapi.PodSandboxStatus) {
 	m.mu.Unlock()
 }
 
+// containerUser is the CRI status's user as the API's container status
+// reports it, as upstream's toKubeContainerUser.
+func containerUser(u *runtimeapi.ContainerUser) *v1.ContainerUser {
+	if u == nil {
+		return nil
+	}
+	out := &v1.ContainerUser{}
+	if l := u.GetLinux(); l != nil {
+		out.Linux = &v1.LinuxContainerUser{UID: l.GetUid(), GID: l.GetGid(), SupplementalGroups: l.GetSupplementalGroups()}
+	}
+	return out
+}
+
 func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*kubecontainer.ContainerStatus, error) {
 	m.mu.Lock()
 	cached := m.statusCache[c.Id]
@@ -427,6 +455,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 		Hash:                     s.Annotations[containerHashAnnotation],
 		LogPath:                  s.LogPath,
 		TerminationMessagePolicy: s.Annotations[containerTerminationPolicyAnnotation],
+		User:                     containerUser(s.GetUser()),
 	}
 	if n, err := strconv.Atoi(s.Annotations[containerRestartCountAnnotation]); err == nil {
 		cs.RestartCount = n

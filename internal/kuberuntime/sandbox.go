@@ -32,6 +32,10 @@ func (m *Manager) sandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32
 	if err != nil {
 		return nil, err
 	}
+	nsOpts, err := m.namespaceOptions(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -45,7 +49,7 @@ func (m *Manager) sandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32
 		DnsConfig:    dns,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: namespaceOptions(pod),
+				NamespaceOptions: nsOpts,
 				Privileged:       anyPrivileged(pod),
 			},
 		},
@@ -83,6 +87,11 @@ func (m *Manager) sandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32
 			ssc.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
 		}
 		ssc.SupplementalGroups = sc.SupplementalGroups
+		policy, err := supplementalGroupsPolicy(sc)
+		if err != nil {
+			return nil, err
+		}
+		ssc.SupplementalGroupsPolicy = policy
 	}
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {
@@ -111,6 +120,27 @@ func toProtocol(p v1.Protocol) runtimeapi.Protocol {
 	default:
 		return runtimeapi.Protocol_TCP
 	}
+}
+
+// namespaceOptions are the pod's namespaces with its user namespace: the
+// node's, or (hostUsers: false) the pod's own with the IDs allocated to it,
+// as upstream's NamespacesForPod.
+func (m *Manager) namespaceOptions(ctx context.Context, pod *v1.Pod) (*runtimeapi.NamespaceOption, error) {
+	o := namespaceOptions(pod)
+	if m.cfg.UserNamespaces == nil {
+		if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+			return nil, fmt.Errorf("can't set `spec.hostUsers: false`: user namespaces are not available")
+		}
+		return o, nil
+	}
+	handler, err := m.runtimeHandler(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	if o.UsernsOptions, err = m.cfg.UserNamespaces.GetOrCreateUserNamespaceMappings(ctx, pod, handler); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {

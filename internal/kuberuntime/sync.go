@@ -206,6 +206,8 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
 	}
+	// The pod's user namespace, as its sandbox has it.
+	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()
 	if target := ephemeralTarget(pod, c); target != "" {
 		// Debug containers join the target's process namespace.
 		t := status.Latest(target)

@@ -41,6 +41,7 @@ import (
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/syncloop"
+	"github.com/nodelet/nodelet/internal/userns"
 	"github.com/nodelet/nodelet/internal/volumes"
 )
 
@@ -194,6 +195,17 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 			rtCfg.ServiceEnv = g.ServiceEnv // offline: the environment last computed
 		}
 	}
+	var idsPerPod *int64
+	if cfg.UserNamespaces != nil {
+		idsPerPod = cfg.UserNamespaces.IDsPerPod
+	}
+	if n.userns, err = userns.New(ctx, userns.Config{PodsDir: n.root.Pods(), IDsPerPod: idsPerPod, MaxPods: int(cfg.MaxPods),
+		HandlerSupportsUserNamespaces: func(handler string) (bool, error) {
+			return userns.RuntimeHandlerSupportsUserNamespaces(n.runtime.Features().Handlers(ctx), handler)
+		}}); err != nil {
+		return fmt.Errorf("user namespaces: %w", err)
+	}
+	rtCfg.UserNamespaces = n.userns
 	if n.runtime, err = kuberuntime.New(rtCfg); err != nil {
 		return err
 	}
@@ -231,6 +243,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	ps := podsync.Config{
 		Runtime: n.runtime, Volumes: n.volumes, Prober: n.prober, Statuses: n.statuses, Cgroups: n.cgroups, Images: n.puller,
 		Recorder: n.recorder, ProbeContext: ctx, HostIPs: n.hostIPs, RuntimeName: n.runtimeName, Clock: n.clock,
+		SupportsRRO: n.runtime.SupportsRRO,
 	}
 	if n.client != nil {
 		if err := n.setupCluster(rs, is); err != nil {
@@ -258,7 +271,8 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	}
 	loop := syncloop.Config{Pods: n.pods, View: n.view, Workers: n.workers, Admission: n.admissionChain(), AdmissionNode: n.admissionNode,
 		Statuses: n.statuses, Recorder: n.recorder, Release: n.devices.Release, Redundant: n.podsync.Redundant, Relisted: n.pleg.RunningPods,
-		Leftovers:    syncloop.Leftovers{PodDirs: n.volumes, PodLogsDir: cfg.PodLogsDir, Cgroups: n.cgroups, GCBackoff: n.runtime.GCBackoff},
+		Leftovers: syncloop.Leftovers{PodDirs: n.volumes, PodLogsDir: cfg.PodLogsDir, Cgroups: n.cgroups, GCBackoff: n.runtime.GCBackoff,
+			UserNamespaces: n.userns},
 		SourcesReady: &n.sourcesReady, Clock: n.clock}
 	if n.offline != nil {
 		loop.Offline = n.offline
@@ -298,6 +312,7 @@ func (n *Nodelet) setupCluster(rs internalapi.RuntimeService, is internalapi.Ima
 		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
 		NodeIPSpecified: machine.NodeIPSpecified(n.opts.NodeIP), ExternalCloudProvider: n.opts.CloudProvider == config.ExternalCloudProvider,
 		Kubelet: &n.opts.Config, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
+		RuntimeHandlers: n.runtime.Features().NodeRuntimeHandlers, Features: n.runtime.Features().NodeFeatures,
 		Pressure: n.eviction, ShuttingDown: n.shuttingDown, VolumesInUse: n.csiVolumes.InUse, DeviceResources: n.devices.Resources,
 	}); err != nil {
 		return err

@@ -47,6 +47,7 @@ import (
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/syncloop"
+	"github.com/nodelet/nodelet/internal/userns"
 	"github.com/nodelet/nodelet/internal/volumes"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -123,6 +124,7 @@ type Nodelet struct {
 	cgroups    *cgroups.Manager
 
 	runtime     *kuberuntime.Manager
+	userns      *userns.Manager
 	runtimeName string
 	puller      *images.Puller
 	pleg        *pleg.Generic

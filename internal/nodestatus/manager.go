@@ -49,6 +49,11 @@ type Config struct {
 	Client   apiclient.Interface
 	NodeName string
 	NodeIPs  []string
+	// RuntimeHandlers and Features are the runtime's handlers and
+	// features as the Node reports them (status.runtimeHandlers,
+	// status.features); nil: not reported.
+	RuntimeHandlers func(ctx context.Context) []v1.NodeRuntimeHandler
+	Features        func(ctx context.Context) *v1.NodeFeatures
 	// NodeIPSpecified: NodeIPs came from --node-ip (not detected).
 	NodeIPSpecified bool
 	// ExternalCloudProvider is --cloud-provider=external: the node
@@ -530,6 +535,13 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 		n.Status.NodeInfo.Swap = &v1.NodeSwapStatus{Capacity: &c}
 	}
 	n.Status.Images = m.images(ctx)
+	// As upstream's RuntimeHandlers and NodeFeatures setters.
+	if m.cfg.RuntimeHandlers != nil {
+		n.Status.RuntimeHandlers = m.cfg.RuntimeHandlers(ctx)
+	}
+	if m.cfg.Features != nil {
+		n.Status.Features = m.cfg.Features(ctx)
+	}
 	n.Status.VolumesInUse = nil
 	if m.cfg.VolumesInUse != nil {
 		inUse := m.cfg.VolumesInUse()

@@ -79,3 +79,32 @@ func IsLocalEphemeralVolume(v *v1.Volume) bool {
 		(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) ||
 		v.ConfigMap != nil
 }
+
+// ResolveRecursiveReadOnly is upstream's resolveRecursiveReadOnly: whether
+// a volume mount is made recursively read-only (recursiveReadOnly Enabled,
+// or IfPossible where the runtime can), refusing Enabled where the runtime
+// cannot and a recursive read-only mount that is not read-only or
+// propagates.
+func ResolveRecursiveReadOnly(vm v1.VolumeMount, runtimeSupportsRRO bool) (bool, error) {
+	if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
+		return false, nil
+	}
+	if !vm.ReadOnly {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", vm.Name)
+	}
+	if vm.MountPropagation != nil && *vm.MountPropagation != v1.MountPropagationNone {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q",
+			vm.Name, *vm.MountPropagation)
+	}
+	switch mode := *vm.RecursiveReadOnly; mode {
+	case v1.RecursiveReadOnlyIfPossible:
+		return runtimeSupportsRRO, nil
+	case v1.RecursiveReadOnlyEnabled:
+		if !runtimeSupportsRRO {
+			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", vm.Name)
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
+	}
+}

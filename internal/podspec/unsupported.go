@@ -7,15 +7,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Unsupported lists the fields of pod that nodelet (with containerd 1.6)
-// cannot honour, so the pod is refused with a clear reason instead of
+// Unsupported lists the fields of pod that nodelet cannot honour, so the pod is refused with a clear reason instead of
 // running without them. Empty when everything is supported.
 func Unsupported(pod *v1.Pod) []string {
 	var out []string
 	spec := &pod.Spec
-	if spec.HostUsers != nil && !*spec.HostUsers {
-		out = append(out, "spec.hostUsers: false (user namespaces need containerd 2)")
-	}
 	if len(spec.ResourceClaims) > 0 {
 		out = append(out, "spec.resourceClaims (dynamic resource allocation)")
 	}

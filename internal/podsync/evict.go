@@ -104,7 +104,7 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 // static pod), Failed otherwise, and apply's reason and message are kept
 // only with the phase they came with; its DisruptionTarget stays.
 func (s *Syncer) fail(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, apply func(*v1.PodStatus), killed bool) {
-	st := s.generate(pod, rs, kubecontainer.SyncResult{}, s.previous(pod), killed && !podspec.IsStatic(pod))
+	st := s.generate(ctx, pod, rs, kubecontainer.SyncResult{}, s.previous(pod), killed && !podspec.IsStatic(pod))
 	phase, reason, message := st.Phase, st.Reason, st.Message
 	hadDisruption := slices.ContainsFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
 	apply(&st)

@@ -111,6 +111,10 @@ type Config struct {
 	HostIPs []string
 	// RuntimeName prefixes container IDs in the status ("containerd://").
 	RuntimeName string
+	// SupportsRRO reports whether the pod's runtime handler makes
+	// recursive read-only mounts (kuberuntime.Manager.SupportsRRO), for
+	// the containers' volumeMounts statuses; nil: never.
+	SupportsRRO func(ctx context.Context, pod *v1.Pod) bool
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 }
@@ -271,7 +275,7 @@ func (s *Syncer) syncProbes(pod *v1.Pod, rs *kubecontainer.PodStatus) {
 // a terminal phase).
 func (s *Syncer) setStatus(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult) v1.PodStatus {
 	prev := s.previous(pod)
-	st := s.generate(pod, rs, res, prev, false)
+	st := s.generate(ctx, pod, rs, res, prev, false)
 	if prev == nil || !apiequality.Semantic.DeepEqual(*prev, st) {
 		s.cfg.Statuses.Set(ctx, pod, st)
 	}
@@ -298,10 +302,10 @@ func (s *Syncer) previous(pod *v1.Pod) *v1.PodStatus {
 // generate computes the pod's status from what the runtime reports and
 // what the sync did, continuing from prev; terminal: the node stopped its
 // containers for good (status.Input.Terminal).
-func (s *Syncer) generate(pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult, prev *v1.PodStatus, terminal bool) v1.PodStatus {
+func (s *Syncer) generate(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult, prev *v1.PodStatus, terminal bool) v1.PodStatus {
 	return status.Generate(status.Input{
 		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: s.cfg.HostIPs, RuntimeName: s.cfg.RuntimeName, Now: s.clock.Now(),
-		Probes: s.cfg.Prober, Terminal: terminal,
+		Probes: s.cfg.Prober, Terminal: terminal, SupportsRRO: s.cfg.SupportsRRO != nil && s.cfg.SupportsRRO(ctx, pod),
 	})
 }
 

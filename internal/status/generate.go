@@ -25,6 +25,9 @@ type Input struct {
 	// Probes gives readiness and startup results; nil means no probes.
 	Probes Probes
 	Now    time.Time
+	// SupportsRRO: the pod's runtime handler makes recursive read-only
+	// mounts (each container status's volumeMounts say which are).
+	SupportsRRO bool
 	// Terminal says the node stopped the pod's containers for good (an
 	// eviction): once they all stopped it is Succeeded if each exited 0,
 	// else Failed, whatever its restart policy (upstream's podIsTerminal).
@@ -159,7 +162,7 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 	out := make([]v1.ContainerStatus, 0, len(specs))
 	for i := range specs {
 		c := &specs[i]
-		s := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+		s := v1.ContainerStatus{Name: c.Name, Image: c.Image, VolumeMounts: volumeMountStatuses(c, in.SupportsRRO)}
 		latest := rs.Latest(c.Name)
 		var old *v1.ContainerStatus
 		for j := range prev {
@@ -172,6 +175,7 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 			s.ImageID = latest.ImageRef
 			s.RestartCount = int32(latest.RestartCount)
 			s.State = containerState(latest, c, prefix)
+			s.User = latest.User
 			if p := rs.Previous(c.Name); p != nil && p.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 				s.LastTerminationState = containerState(p, c, prefix)
 			}
@@ -204,6 +208,25 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 		s.Started = &started
 		s.Ready = ready
 		out = append(out, s)
+	}
+	return out
+}
+
+// volumeMountStatuses are the container's volume mounts as its status
+// reports them (RecursiveReadOnlyMounts): a read-only one says whether it
+// is recursively read-only, as upstream's convertToAPIContainerStatuses.
+func volumeMountStatuses(c *v1.Container, supportsRRO bool) []v1.VolumeMountStatus {
+	var out []v1.VolumeMountStatus
+	for _, vm := range c.VolumeMounts {
+		st := v1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
+		if vm.ReadOnly {
+			mode := v1.RecursiveReadOnlyDisabled
+			if rro, err := podspec.ResolveRecursiveReadOnly(vm, supportsRRO); err == nil && rro {
+				mode = v1.RecursiveReadOnlyEnabled
+			}
+			st.RecursiveReadOnly = &mode
+		}
+		out = append(out, st)
 	}
 	return out
 }

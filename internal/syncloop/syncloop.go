@@ -67,6 +67,11 @@ type Leftovers struct {
 	}
 	// GCBackoff forgets the restart back-offs of containers long gone.
 	GCBackoff func()
+	// UserNamespaces frees the user namespace IDs of pods not kept; nil:
+	// none allocated.
+	UserNamespaces interface {
+		CleanupOrphaned(ctx context.Context, keep func(types.UID) bool) error
+	}
 }
 
 // Config is the main loop's. Every field but Offline is required.
@@ -389,6 +394,11 @@ func (l *Loop) housekeeping(ctx context.Context) {
 	}
 	if err != nil {
 		logger.Error(err, "Cannot remove the cgroups of removed pods")
+	}
+	if lo.UserNamespaces != nil {
+		if err := lo.UserNamespaces.CleanupOrphaned(ctx, keep); err != nil {
+			logger.Error(err, "Cannot free the user namespaces of removed pods")
+		}
 	}
 	lo.GCBackoff()
 }
