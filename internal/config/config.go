@@ -942,7 +942,14 @@ func validateShutdown(c *kubeletv1beta1.KubeletConfiguration) []error {
 	if critical < 0 || (critical > 0 && critical < time.Second) {
 		errs = append(errs, fmt.Errorf("invalid configuration: shutdownGracePeriodCriticalPods %v must be either zero or otherwise >= 1 sec", critical))
 	}
-	if len(c.ShutdownGracePeriodByPodPriority) != 0 && (period > 0 || critical > 0) {
+	gate := func(name string) bool { on, set := c.FeatureGates[name]; return on || !set } // both beta, on
+	if (period > 0 || critical > 0) && !gate("GracefulNodeShutdown") {
+		errs = append(errs, errors.New("invalid configuration: specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature gate GracefulNodeShutdown"))
+	}
+	switch {
+	case !gate("GracefulNodeShutdownBasedOnPodPriority") && len(c.ShutdownGracePeriodByPodPriority) != 0:
+		errs = append(errs, errors.New("invalid configuration: Specifying shutdownGracePeriodByPodPriority requires feature gate GracefulNodeShutdownBasedOnPodPriority"))
+	case len(c.ShutdownGracePeriodByPodPriority) != 0 && (period > 0 || critical > 0):
 		errs = append(errs, errors.New("invalid configuration: Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"))
 	}
 	return errs

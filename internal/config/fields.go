@@ -360,6 +360,10 @@ var fieldStatuses = []FieldStatus{
 var nodeletGates = map[string]bool{
 	"KubeletCrashLoopBackOffMax": true, // SetDefaults, Validate, CrashLoopBackOffMax
 	"EventedPLEG":                true, // false: relist only (pleg.RuntimeWatchers)
+	// Off: no shutdown grace periods, or none by pod priority (Validate,
+	// as upstream's validation); the shutdown manager needs no more.
+	"GracefulNodeShutdown":                   true,
+	"GracefulNodeShutdownBasedOnPodPriority": true,
 }
 
 // gatesNodeletMatches are gates nodelet does not implement, with the value

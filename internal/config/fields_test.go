@@ -330,10 +330,14 @@ func TestUnsupportedFieldsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, tc := range map[string]struct{ doc, want string }{
-		"a gate nodelet acts on":             {`{"featureGates":{"EventedPLEG":false,"KubeletCrashLoopBackOffMax":false}}`, ""},
-		"a gate at its default":              {`{"featureGates":{"RotateKubeletServerCertificate":true,"NodeSwap":true}}`, ""},
-		"a gate at what nodelet does":        {`{"featureGates":{"MemoryQoS":false,"KubeletEnsureSecretPulledImages":false}}`, ""},
-		"a gate nodelet does not act on":     {`{"featureGates":{"DefaultPodSysctls":true}}`, "featureGates: DefaultPodSysctls=true is not supported by nodelet"},
+		"a gate nodelet acts on":         {`{"featureGates":{"EventedPLEG":false,"KubeletCrashLoopBackOffMax":false}}`, ""},
+		"a gate at its default":          {`{"featureGates":{"RotateKubeletServerCertificate":true,"NodeSwap":true}}`, ""},
+		"a gate at what nodelet does":    {`{"featureGates":{"MemoryQoS":false,"KubeletEnsureSecretPulledImages":false}}`, ""},
+		"a gate nodelet does not act on": {`{"featureGates":{"DefaultPodSysctls":true}}`, "featureGates: DefaultPodSysctls=true is not supported by nodelet"},
+		"shutdown by priority gate off":  {`{"featureGates":{"GracefulNodeShutdownBasedOnPodPriority":false},"shutdownGracePeriod":"30s"}`, ""},
+		"shutdown by priority without its gate": {`{"featureGates":{"GracefulNodeShutdownBasedOnPodPriority":false},"shutdownGracePeriodByPodPriority":[{"priority":0,"shutdownGracePeriodSeconds":10}]}`,
+			"Specifying shutdownGracePeriodByPodPriority requires feature gate GracefulNodeShutdownBasedOnPodPriority"},
+		"shutdown without its gate":          {`{"featureGates":{"GracefulNodeShutdown":false},"shutdownGracePeriod":"30s"}`, "requires feature gate GracefulNodeShutdown"},
 		"MemoryQoS on":                       {`{"featureGates":{"MemoryQoS":true}}`, "featureGates: MemoryQoS=true is not supported by nodelet"},
 		"all alpha gates":                    {`{"featureGates":{"AllAlpha":true}}`, "featureGates: AllAlpha=true is not supported by nodelet"},
 		"a locked gate":                      {`{"featureGates":{"NodeSwap":false}}`, "featureGates: cannot set feature gate NodeSwap to false, feature is locked to true"},
