@@ -33,7 +33,7 @@ go build -o "$STACK_DIR/bin/e2eimages" ./hack/tools/e2eimages
 k8s_src=$(cd "${K8S_CACHE_DIR:-$REPO_ROOT/.cache/k8s}/${K8S_VERSION:-v1.37.2}/e2e-wrapper" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 "$STACK_DIR/bin/e2eimages" --registry "$REGISTRY" --bin "$K8S_BIN" --k8s-src "$k8s_src" --pause "$STACK_DIR/bin/pause"
 # containerd's copies of earlier builds go, so every agent pulls these.
-ctr_k8s() { ctr --connect-timeout 1s --address "$STACK_DIR/containerd/containerd.sock" -n k8s.io "$@"; }
+ctr_k8s() { "${CTR:-ctr}" --connect-timeout 1s --address "$STACK_DIR/containerd/containerd.sock" -n k8s.io "$@"; }
 for ref in $(ctr_k8s images ls -q); do
 	[[ "$ref" =~ ^registry\.k8s\.io/(e2e-test-images/|pause:3\.10\.2) ]] && ctr_k8s images rm "$ref" >/dev/null
 done

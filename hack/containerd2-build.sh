@@ -6,7 +6,7 @@
 # directory holding containerd and containerd-shim-runc-v2.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-VERSION="${CONTAINERD2_VERSION:-v2.4.2}"
+VERSION="$CONTAINERD2_VERSION"
 CACHE="${CONTAINERD2_CACHE_DIR:-$REPO_ROOT/.cache/containerd}/$VERSION"
 BIN="$CACHE/bin"
 if [ -x "$BIN/containerd" ] && [ -x "$BIN/containerd-shim-runc-v2" ]; then

@@ -13,6 +13,13 @@ CNI_GATEWAY="${CNI_GATEWAY:-10.88.0.1}"
 PAUSE_IMAGE="registry.k8s.io/pause:3.10"
 BUSYBOX_IMAGE="docker.io/library/busybox:1.36"
 CRICTL_VERSION="v1.37.0"
+# The stack's runtime: containerd 2 (built from the Go module proxy, with
+# runc from it too; the default) or Debian's containerd 1.6 (STACK_RUNTIME=
+# containerd1, while upstream still supports 1.x). The test bed's guest runs
+# the same containerd 2 and runc.
+STACK_RUNTIME="${STACK_RUNTIME:-containerd2}"
+CONTAINERD2_VERSION="${CONTAINERD2_VERSION:-v2.4.2}"
+RUNC_VERSION="${RUNC_VERSION:-v1.5.3}"
 DEMO_DIR="$STACK_DIR/demo"
 DEMO_PID="$DEMO_DIR/nodelet.pid"
 DEMO_NODE="nodelet-demo"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # stack-up: installs what is missing and starts the local test stack:
 # a loopback registry serving the test images, a private registry with
-# basic auth, a CNI bridge network, and a private containerd. Idempotent:
-# what already runs is kept. Writes .stack/env.
+# basic auth, a CNI bridge network, and a private containerd: containerd 2
+# with runc, both built from the Go module proxy (STACK_RUNTIME=containerd2,
+# the default), or Debian's containerd 1.6 (STACK_RUNTIME=containerd1).
+# Idempotent: what already runs is kept; switching the runtime removes the
+# pods of the one running first. Writes .stack/env.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
 
-PKGS=(containerd runc crun containernetworking-plugins busybox-static iptables iproute2 gcc libc6-dev curl docker-registry apache2-utils dbus-daemon dbus-bin systemd e2fsprogs xfsprogs)
+PKGS=(containerd runc crun containernetworking-plugins busybox-static iptables iproute2 gcc libc6-dev curl docker-registry apache2-utils dbus-daemon dbus-bin systemd e2fsprogs xfsprogs libseccomp-dev pkg-config)
 install_packages() {
 	local missing=()
 	for p in "${PKGS[@]}"; do
@@ -179,10 +182,107 @@ server = "http://$PRIVATE_REGISTRY_ADDR"
 TOML
 }
 
+# The runtime's binaries: containerd, its ctr and runc.
+runtime_bins() {
+	case $STACK_RUNTIME in
+	containerd2)
+		CONTAINERD2_BIN=$(bash "$REPO_ROOT/hack/containerd2-build.sh") || die "building containerd $CONTAINERD2_VERSION failed"
+		wrapper_build ctr github.com/containerd/containerd/v2 "$CONTAINERD2_VERSION" github.com/containerd/containerd/v2/cmd/ctr \
+			"$REPO_ROOT/.cache/ctr/$CONTAINERD2_VERSION" "-s -w"
+		RUNC_BIN=$(bash "$REPO_ROOT/hack/runc-build.sh") || die "building runc $RUNC_VERSION failed"
+		CONTAINERD_BIN="$CONTAINERD2_BIN/containerd"
+		CTR_BIN="$REPO_ROOT/.cache/ctr/$CONTAINERD2_VERSION/bin/ctr"
+		;;
+	containerd1)
+		# containerd v2 still built: the tests of what only it has run
+		# their own.
+		CONTAINERD2_BIN=$(bash "$REPO_ROOT/hack/containerd2-build.sh") || die "building containerd $CONTAINERD2_VERSION failed"
+		CONTAINERD_BIN=/usr/bin/containerd CTR_BIN=/usr/bin/ctr RUNC_BIN=/usr/sbin/runc
+		;;
+	*) die "STACK_RUNTIME=$STACK_RUNTIME: containerd2 (the default) or containerd1" ;;
+	esac
+}
+
 write_containerd_config() {
+	case $STACK_RUNTIME in
+	containerd2) write_containerd2_config ;;
+	containerd1) write_containerd1_config ;;
+	esac
+}
+
+# containerd 2 (configuration version 3): its own root and state, so that
+# switching runtimes never hands one's metadata to the other.
+write_containerd2_config() {
+	local d="$CONTAINERD_DIR" r="$CONTAINERD_DIR/v2"
+	mkdir -p "$r/root" "$r/state" "$r/runc" "$r/crun" "$d/cdi"
+	cat >"$d/config.toml" <<TOML
+# STACK_RUNTIME=containerd2: containerd $CONTAINERD2_VERSION, runc $RUNC_VERSION (hack/stack-up.sh)
+version = 3
+root = "$r/root"
+state = "$r/state"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = "$CONTAINERD_SOCK"
+
+[ttrpc]
+  address = "$CONTAINERD_SOCK.ttrpc"
+
+[metrics]
+  address = "$CONTAINERD_METRICS_ADDR"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$r/opt"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$PAUSE_IMAGE"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "$STACK_DIR/certs.d"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  disable_apparmor = true
+  enable_selinux = false
+  disable_hugetlb_controller = false
+  tolerate_missing_hugetlb_controller = true
+  enable_cdi = true
+  cdi_spec_dirs = ["$d/cdi"]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "$RUNC_BIN"
+        Root = "$r/runc"
+        SystemdCgroup = false
+    # A second handler for RuntimeClass: crun.
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.crun]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.crun.options]
+        BinaryName = "/usr/bin/crun"
+        Root = "$r/crun"
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "$STACK_DIR/cni/net.d"
+    max_conf_num = 1
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+TOML
+}
+
+# Debian's containerd 1.6 (configuration version 2).
+write_containerd1_config() {
 	local d="$CONTAINERD_DIR"
 	mkdir -p "$d/root" "$d/state" "$d/runc"
 	cat >"$d/config.toml" <<TOML
+# STACK_RUNTIME=containerd1: Debian's containerd 1.6 (hack/stack-up.sh)
 version = 2
 root = "$d/root"
 state = "$d/state"
@@ -243,7 +343,7 @@ TOML
 }
 
 containerd_ready() {
-	ctr --connect-timeout 1s --address "$CONTAINERD_SOCK" version >/dev/null 2>&1
+	"$CTR_BIN" --connect-timeout 1s --address "$CONTAINERD_SOCK" version >/dev/null 2>&1
 }
 
 # crun refuses to run when the hugetlb controller exists but its cgroup v1
@@ -270,13 +370,21 @@ start_containerd() {
 		old=$(cat "$CONTAINERD_DIR/config.toml" 2>/dev/null)
 		write_containerd_config
 		[ "$old" = "$(cat "$CONTAINERD_DIR/config.toml")" ] && return 0
+		if [ "$(sed -n '1s/^# STACK_RUNTIME=\([a-z0-9]*\):.*/\1/p' <<<"$old")" != "$STACK_RUNTIME" ]; then
+			# Another runtime: its pods go first (the new one would never
+			# know of them).
+			log "switching the runtime to $STACK_RUNTIME: removing the pods of the running one"
+			CONTAINER_RUNTIME_ENDPOINT="unix://$CONTAINERD_SOCK" "$STACK_DIR/bin/crictl" --timeout 60s rmp -fa >/dev/null 2>&1 || true
+		fi
 		log "containerd configuration changed: restarting containerd"
 		kill "$(cat "$CONTAINERD_PID")"
 		for _ in $(seq 50); do pid_alive "$CONTAINERD_PID" || break; sleep 0.1; done
 	fi
 	write_containerd_config
-	log "starting containerd"
-	setsid containerd --config "$CONTAINERD_DIR/config.toml" >"$CONTAINERD_DIR/containerd.log" 2>&1 </dev/null &
+	log "starting containerd ($STACK_RUNTIME: $CONTAINERD_BIN)"
+	# PATH: containerd 2 runs its own runc shim, not Debian's.
+	PATH="$(dirname "$CONTAINERD_BIN"):$PATH" setsid "$CONTAINERD_BIN" --config "$CONTAINERD_DIR/config.toml" \
+		>"$CONTAINERD_DIR/containerd.log" 2>&1 </dev/null &
 	echo $! >"$CONTAINERD_PID"
 	for _ in $(seq 100); do
 		containerd_ready && { log "containerd ready on $CONTAINERD_SOCK"; return 0; }
@@ -289,7 +397,7 @@ start_containerd() {
 
 # Pre-pull the pause image so that the first sandbox does not pay for it.
 prepull() {
-	ctr --connect-timeout 1s --address "$CONTAINERD_SOCK" -n k8s.io images pull --hosts-dir "$STACK_DIR/certs.d" \
+	"$CTR_BIN" --connect-timeout 1s --address "$CONTAINERD_SOCK" -n k8s.io images pull --hosts-dir "$STACK_DIR/certs.d" \
 		"$PAUSE_IMAGE" >/dev/null || die "pulling $PAUSE_IMAGE from the local registry failed"
 }
 
@@ -334,6 +442,10 @@ export PRIVATE_REGISTRY_USER="$PRIVATE_REGISTRY_USER"
 export PRIVATE_REGISTRY_PASSWORD="$(private_password)"
 export PRIVATE_IMAGE="$PRIVATE_IMAGE"
 export CONTAINERD2_BIN="$CONTAINERD2_BIN"
+export STACK_RUNTIME="$STACK_RUNTIME"
+export CONTAINERD="$CONTAINERD_BIN"
+export CTR="$CTR_BIN"
+export RUNC="$RUNC_BIN"
 ENV
 	[ -n "$cluster" ] && printf '%s\n' "$cluster" >>"$STACK_DIR/env.new"
 	mv "$STACK_DIR/env.new" "$STACK_DIR/env"
@@ -346,10 +458,9 @@ setup_network
 start_registry
 start_private_registry
 write_registry_hosts
+install_crictl
+runtime_bins
 start_containerd
 prepull
-install_crictl
-# containerd v2 (built, not started: the tests that need it run their own).
-CONTAINERD2_BIN=$(bash "$REPO_ROOT/hack/containerd2-build.sh")
 write_env
 log "stack up: source $STACK_DIR/env"

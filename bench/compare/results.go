@@ -154,8 +154,8 @@ func (h *harness) machineFacts() *Results {
 			"os":         osr,
 			"kernel":     strings.TrimSpace(string(kernel)),
 			"cgroup":     cgroup,
-			"containerd": strings.TrimSpace(mustRun("containerd", "--version")),
-			"runc":       strings.SplitN(mustRun("runc", "--version"), "\n", 2)[0],
+			"containerd": strings.TrimSpace(mustRun(envOr(h.env, "CONTAINERD", "containerd"), "--version")),
+			"runc":       strings.SplitN(mustRun(envOr(h.env, "RUNC", "runc"), "--version"), "\n", 2)[0],
 			"go":         runtime.Version(),
 			"control":    strings.TrimSpace(mustRun(filepath.Join(h.env["K8S_BIN"], "kube-apiserver"), "--version")),
 		},
@@ -165,6 +165,14 @@ func (h *harness) machineFacts() *Results {
 			"kubeletConfiguration": h.config("$DIR"),
 		},
 	}
+}
+
+// envOr is env[key], else def.
+func envOr(env map[string]string, key, def string) string {
+	if v := env[key]; v != "" {
+		return v
+	}
+	return def
 }
 
 func saveResults(path string, r *Results) error {

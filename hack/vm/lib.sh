@@ -28,8 +28,7 @@ VM_POD_SUBNET="${VM_POD_SUBNET:-10.214.0.0/16}"
 # 127.0.0.1 (same port): the API server and the stack's two registries.
 VM_FORWARD_PORTS="${VM_FORWARD_PORTS:-6443 35000 35001}"
 # What runs in the guest, built from the Go module proxy on the host.
-RUNC_VERSION="${RUNC_VERSION:-v1.5.3}"
-VM_CONTAINERD_VERSION="${CONTAINERD2_VERSION:-v2.4.2}"
+VM_CONTAINERD_VERSION="$CONTAINERD2_VERSION"
 
 VM_PIDFILE="$VM_DIR/qemu.pid"
 VM_CONSOLE="$VM_DIR/console.log"

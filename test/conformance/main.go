@@ -195,6 +195,11 @@ func runAgent(o *options, env map[string]string, name string) error {
 	if err := os.WriteFile(filepath.Join(out, "focus"), []byte(o.focus+"\n"), 0o644); err != nil {
 		return err
 	}
+	if v, err := rt.Version(ctx, "v1"); err == nil {
+		if err := os.WriteFile(filepath.Join(out, "runtime"), []byte(v.RuntimeName+" "+v.RuntimeVersion+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	if commit, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		if err := os.WriteFile(filepath.Join(out, "commit"), commit, 0o644); err != nil {
 			return err

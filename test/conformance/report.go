@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,6 +68,8 @@ type AgentRun struct {
 	// Commit is nodelet's commit the run was made from (the harness's, for
 	// the upstream kubelet).
 	Commit string `json:"commit,omitempty"`
+	// Runtime is the CRI runtime's name and version during the full run.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Rerun is a later run of the tests a focus selected; its outcomes replace
@@ -111,6 +114,7 @@ func loadRun(dir string) (*AgentRun, error) {
 		r.WallSeconds, _ = strconv.ParseFloat(strings.TrimSpace(string(w)), 64)
 	}
 	r.Commit = readTrim(filepath.Join(dir, "commit"))
+	r.Runtime = readTrim(filepath.Join(dir, "runtime"))
 	reruns, _ := filepath.Glob(filepath.Join(dir, "rerun-*", "report.json"))
 	sort.Strings(reruns)
 	for _, rep := range reruns {
@@ -199,6 +203,21 @@ func loadTests(dir string) ([]Test, error) {
 }
 
 // writeReportFile writes docs/conformance.md and docs/conformance/<agent>.json.
+// runtimeOf names the runtimes the runs were made on.
+func runtimeOf(runs []*AgentRun) string {
+	var rts []string
+	for _, r := range runs {
+		v := r.Runtime
+		if v == "" {
+			v = "containerd 1.6.20 from Debian" // runs made before the runtime was recorded
+		}
+		if !slices.Contains(rts, v) {
+			rts = append(rts, v)
+		}
+	}
+	return strings.Join(rts, ", ")
+}
+
 func writeReportFile(o *options, runs []*AgentRun) error {
 	dir := filepath.Join(o.docs, "conformance")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -222,7 +241,7 @@ func writeReportFile(o *options, runs []*AgentRun) error {
 		time.Now().UTC().Format("2006-01-02"), versionOf(runs, "upstream"))
 	fmt.Fprintf(&b, "`--focus='%s' --skip='%s'` and %d parallel processes against each agent in turn, joined to the\n", o.focus, o.skip, o.procs)
 	fmt.Fprintf(&b, "project's control plane as the same node with the same KubeletConfiguration (test/agent), on this machine (2 cores,\n")
-	fmt.Fprintf(&b, "cgroup v1, containerd 1.6 from Debian). The images are built offline (hack/tools/e2eimages); a test that fails\n")
+	fmt.Fprintf(&b, "cgroup v1, the stack's runtime: %s). The images are built offline (hack/tools/e2eimages); a test that fails\n", runtimeOf(runs))
 	fmt.Fprintf(&b, "pulling an image that is not built here is counted as not runnable. Per-test results: `docs/conformance/<agent>.json` and\n")
 	fmt.Fprintf(&b, "`<agent>.junit.xml` beside this page; ginkgo's own reports with every test's output and the agents' logs stay in\n")
 	fmt.Fprintf(&b, "`.cache/conformance/` (git-ignored).\n\n")

@@ -67,24 +67,28 @@ func median(ds []time.Duration) time.Duration {
 
 // TestEventedPLEG: a dead container is restarted as soon as the runtime
 // reports its exit, not at the PLEG's next relist. containerd 1.6 (the
-// stack's) has no CRI event stream: nodelet follows containerd's own task
-// exit events; containerd v2 (built from the Go module proxy) serves CRI
-// GetContainerEvents. With the EventedPLEG feature gate off, nodelet
+// stack's second configuration, Debian's) has no CRI event stream: nodelet
+// follows containerd's own task exit events; containerd v2 (built from the
+// Go module proxy) serves CRI GetContainerEvents. With the EventedPLEG feature gate off, nodelet
 // relists every second, as upstream's generic PLEG does.
 func TestEventedPLEG(t *testing.T) {
 	s := framework.RequireStack(t)
 	for _, tc := range []struct {
 		name, stream string
-		containerd2  bool
+		containerd   string
 		gateOff      bool
 	}{
-		{name: "containerd-1.6-events", stream: `stream="containerd events"`},
-		{name: "containerd-2-CRI-events", stream: `stream="CRI GetContainerEvents"`, containerd2: true},
+		{name: "containerd-1.6-events", stream: `stream="containerd events"`, containerd: "containerd1"},
+		{name: "containerd-2-CRI-events", stream: `stream="CRI GetContainerEvents"`, containerd: "containerd2"},
 		{name: "relist-only", gateOff: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := s
-			if tc.containerd2 {
+			switch {
+			case tc.containerd == "" || tc.containerd == s.Env["STACK_RUNTIME"]:
+			case tc.containerd == "containerd1":
+				rs = framework.StartContainerd1(t, s)
+			default:
 				rs = framework.StartContainerd2(t, s)
 			}
 			n := framework.NewNodelet(t, rs, "e2e-pleg")
