@@ -32,6 +32,12 @@ log "pushing the e2e test images into the local registry"
 go build -o "$STACK_DIR/bin/e2eimages" ./hack/tools/e2eimages
 k8s_src=$(cd "${K8S_CACHE_DIR:-$REPO_ROOT/.cache/k8s}/${K8S_VERSION:-v1.37.2}/e2e-wrapper" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 "$STACK_DIR/bin/e2eimages" --registry "$REGISTRY" --bin "$K8S_BIN" --k8s-src "$k8s_src" --pause "$STACK_DIR/bin/pause"
+# The suite's private image (upstream's gcr.io/k8s-authenticated-test/agnhost:2.6)
+# in the stack's private registry, which only the agents' credential provider
+# plugin gives the credentials of (test/conformance's credentialProvider).
+"$STACK_DIR/bin/imagecopy" --src "$REGISTRY/e2e-test-images/agnhost:2.66.1" \
+	--dst "$PRIVATE_REGISTRY/k8s-authenticated-test/agnhost:2.6" --user "$PRIVATE_REGISTRY_USER" \
+	--password-file "$STACK_DIR/private-registry/password" || die "pushing the private agnhost:2.6 failed"
 # containerd's copies of earlier builds go, so every agent pulls these.
 ctr_k8s() { "${CTR:-ctr}" --connect-timeout 1s --address "$STACK_DIR/containerd/containerd.sock" -n k8s.io "$@"; }
 for ref in $(ctr_k8s images ls -q); do

@@ -34,11 +34,20 @@ type PodEnv struct {
 // (status, from GetPodStatus). The returned error is for failures worth a
 // retry (the runtime refused a sandbox); per-container problems are in the
 // result's Waiting.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, env PodEnv) (kubecontainer.SyncResult, error) {
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, env PodEnv) (res kubecontainer.SyncResult, err error) {
 	logger := klog.FromContext(ctx)
-	var res kubecontainer.SyncResult
 	a := computePodActions(pod, status, env.Probes)
 	res.InitFailed = a.InitFailed
+	if a.CreateSandbox && pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+		// As upstream: every sync that creates a user namespaced pod's
+		// sandbox, and those of them that failed.
+		metrics.StartedUserNamespacedPods.Inc()
+		defer func() {
+			if err != nil {
+				metrics.StartedUserNamespacedPodsErrors.Inc()
+			}
+		}()
+	}
 
 	res.Changed = a.KillPod || a.CreateSandbox || len(a.ContainersToKill) > 0 ||
 		a.NextInitContainer != nil || len(a.ContainersToStart) > 0

@@ -52,6 +52,18 @@ var (
 		Namespace: "kubelet", Name: "started_pods_total",
 		Help: "[ALPHA] Cumulative number of pods started",
 	})
+	// StartedUserNamespacedPods and StartedUserNamespacedPodsErrors are
+	// upstream's kubelet_started_user_namespaced_pods_total and
+	// kubelet_started_user_namespaced_pods_errors_total: syncs creating the
+	// sandbox of a hostUsers: false pod, and those that failed.
+	StartedUserNamespacedPods = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "started_user_namespaced_pods_total",
+		Help: "[ALPHA] Cumulative number of pods with user namespaces started. This metric will only be collected on Linux.",
+	})
+	StartedUserNamespacedPodsErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "started_user_namespaced_pods_errors_total",
+		Help: "[ALPHA] Cumulative number of errors when starting pods with user namespaces. This metric will only be collected on Linux.",
+	})
 	// StartedContainers is kubelet_started_containers_total{container_type}.
 	StartedContainers = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "started_containers_total",
@@ -195,6 +207,7 @@ func init() {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		NodeName, CRILosingSupport, PodStartDuration, PodWorkerDuration, StartedPods, StartedContainers,
+		StartedUserNamespacedPods, StartedUserNamespacedPodsErrors,
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGRelistInterval, PLEGLastSeen, HTTPRequests, HTTPInflight, running,
 		Evictions, Preemptions, EvictionStatsAge, ImageGarbageCollected,

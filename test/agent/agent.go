@@ -44,6 +44,8 @@ type Spec struct {
 	// RootDir is the agent's --root-dir (a folder of the agent's temp dir
 	// if empty), e.g. a small filesystem of the caller's.
 	RootDir string
+	// ExtraArgs are appended to the agent's command line.
+	ExtraArgs []string
 	// ExtraEnv is added to the agent's environment (e.g. the system bus's
 	// DBUS_SYSTEM_BUS_ADDRESS).
 	ExtraEnv []string
@@ -151,6 +153,7 @@ func Start(s Spec) (*Proc, error) {
 	if s.Bootstrap {
 		args = append(args, "--bootstrap-kubeconfig", s.Env["BOOTSTRAP_KUBECONFIG"])
 	}
+	args = append(args, s.ExtraArgs...)
 	f, err := os.OpenFile(filepath.Join(dir, s.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err

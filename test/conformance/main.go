@@ -143,7 +143,11 @@ func runAgent(o *options, env map[string]string, name string) error {
 	if bin, err = filepath.Abs(bin); err != nil {
 		return err
 	}
-	p, err := agent.Start(agent.Spec{Name: name, Binary: bin, Node: o.node, Env: env, MaxPods: 110})
+	cp, err := credentialProvider(o, env)
+	if err != nil {
+		return fmt.Errorf("the image credential provider: %w", err)
+	}
+	p, err := agent.Start(agent.Spec{Name: name, Binary: bin, Node: o.node, Env: env, MaxPods: 110, ExtraArgs: cp.args})
 	if err != nil {
 		return err
 	}
@@ -188,6 +192,7 @@ func runAgent(o *options, env map[string]string, name string) error {
 	defer logf.Close()
 	cmd := exec.Command(filepath.Join(env["K8S_BIN"], "ginkgo"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+cp.repoList)
 	start := time.Now()
 	runErr := cmd.Run() // failing tests make ginkgo exit non-zero
 	wall := time.Since(start)
@@ -220,4 +225,58 @@ func runAgent(o *options, env map[string]string, name string) error {
 		return fmt.Errorf("ginkgo wrote no report (%v); see %s", runErr, logf.Name())
 	}
 	return nil
+}
+
+// provider is what the agents and the suite get for the image credential
+// provider test ([Feature:KubeletCredentialProviders]).
+type provider struct {
+	args     []string // the agent's --image-credential-provider-* flags
+	repoList string   // KUBE_TEST_REPO_LIST: the suite's private registry
+}
+
+// credentialProvider sets up, for both agents alike, a credential provider
+// plugin (test/fakes/credprovider) giving the stack's private registry's
+// credentials, and a repo list naming that registry as the suite's private
+// one (its agnhost:2.6 is pushed there by hack/conformance.sh), so that
+// upstream's test pulls a private image through the plugin.
+func credentialProvider(o *options, env map[string]string) (provider, error) {
+	reg, user, password := env["PRIVATE_REGISTRY"], env["PRIVATE_REGISTRY_USER"], env["PRIVATE_REGISTRY_PASSWORD"]
+	if reg == "" || user == "" || password == "" {
+		return provider{}, fmt.Errorf(".stack/env lacks the private registry (PRIVATE_REGISTRY, PRIVATE_REGISTRY_USER, PRIVATE_REGISTRY_PASSWORD): make stack-up")
+	}
+	dir, err := filepath.Abs(filepath.Join(o.out, "credprovider"))
+	if err != nil {
+		return provider{}, err
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return provider{}, err
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "e2e-credprovider"), "./credprovider")
+	build.Dir = "test/fakes"
+	if out, err := build.CombinedOutput(); err != nil {
+		return provider{}, fmt.Errorf("building test/fakes/credprovider: %v\n%s", err, out)
+	}
+	files := map[string]string{
+		"password": password + "\n",
+		"config.yaml": fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+- name: e2e-credprovider
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+  matchImages: ["%[1]s"]
+  defaultCacheDuration: 1m
+  args: ["--registry=%[1]s", "--username=%[2]s", "--password-file=%[3]s"]
+`, reg, user, filepath.Join(dir, "password")),
+		"repo-list.yaml": fmt.Sprintf("privateRegistry: %s/k8s-authenticated-test\n", reg),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			return provider{}, err
+		}
+	}
+	return provider{
+		args:     []string{"--image-credential-provider-config", filepath.Join(dir, "config.yaml"), "--image-credential-provider-bin-dir", bin},
+		repoList: filepath.Join(dir, "repo-list.yaml"),
+	}, nil
 }

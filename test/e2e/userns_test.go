@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 // TestUserNamespaces: pods with hostUsers: false run in a user namespace of
@@ -107,4 +110,10 @@ func TestUserNamespaces(t *testing.T) {
 			t.Errorf("%s restarted after nodelet's restart", name)
 		}
 	}
+	// Upstream's counters, since the restart: one user namespaced pod.
+	code, metrics := c.KubeletAPI(t, n, framework.APICredentials{CertName: "apiserver-kubelet-client"}, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	mustContain(t, "/metrics", metrics, "\nkubelet_started_user_namespaced_pods_total 1\n", "\nkubelet_started_user_namespaced_pods_errors_total 0\n")
 }
