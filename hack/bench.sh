@@ -6,6 +6,8 @@ cd "$REPO_ROOT"
 need_root
 bash hack/stack-up.sh
 bash hack/cluster/up.sh
+# shellcheck source=/dev/null
+source "$STACK_DIR/env"
 K8S_BIN_DIR="$REPO_ROOT/.cache/k8s/${K8S_VERSION:-v1.37.2}/bin"
 out=$(mktemp)
 if [ -n "${BENCH_E2E_RESULTS:-}" ]; then
@@ -49,7 +51,11 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "# Benchmarks"
 	echo
 	echo "Written by \`make bench\` on $(date -u +%Y-%m-%d) ($(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB,"
-	echo "$(containerd --version | awk '{print $1, $3}'), runc $(runc --version | awk 'NR==1 {print $3}'), $(go version | awk '{print $3}'))."
+	echo "$("${CONTAINERD:-containerd}" --version | awk '{print $1, $3}'), runc $("${RUNC:-runc}" --version | awk 'NR==1 {print $3}'), $(go version | awk '{print $3}'))."
+	echo
+	echo "The stack's runtime is \`STACK_RUNTIME=${STACK_RUNTIME:-containerd1}\`: since 2026-12-07 containerd 2 with runc, both"
+	echo "built from the Go module proxy (docs/testing.md); results written before that date were measured on Debian's"
+	echo "containerd 1.6.20 and runc 1.1.5 (\`STACK_RUNTIME=containerd1\` runs them there again)."
 	echo
 	echo "## Standalone mode"
 	echo

@@ -190,14 +190,14 @@ runtime_bins() {
 		wrapper_build ctr github.com/containerd/containerd/v2 "$CONTAINERD2_VERSION" github.com/containerd/containerd/v2/cmd/ctr \
 			"$REPO_ROOT/.cache/ctr/$CONTAINERD2_VERSION" "-s -w"
 		RUNC_BIN=$(bash "$REPO_ROOT/hack/runc-build.sh") || die "building runc $RUNC_VERSION failed"
-		CONTAINERD_BIN="$CONTAINERD2_BIN/containerd"
+		CONTAINERD_BIN="$CONTAINERD2_BIN/containerd" SECOND_HANDLER=runc-debian
 		CTR_BIN="$REPO_ROOT/.cache/ctr/$CONTAINERD2_VERSION/bin/ctr"
 		;;
 	containerd1)
 		# containerd v2 still built: the tests of what only it has run
 		# their own.
 		CONTAINERD2_BIN=$(bash "$REPO_ROOT/hack/containerd2-build.sh") || die "building containerd $CONTAINERD2_VERSION failed"
-		CONTAINERD_BIN=/usr/bin/containerd CTR_BIN=/usr/bin/ctr RUNC_BIN=/usr/sbin/runc
+		CONTAINERD_BIN=/usr/bin/containerd CTR_BIN=/usr/bin/ctr RUNC_BIN=/usr/sbin/runc SECOND_HANDLER=crun
 		;;
 	*) die "STACK_RUNTIME=$STACK_RUNTIME: containerd2 (the default) or containerd1" ;;
 	esac
@@ -214,7 +214,7 @@ write_containerd_config() {
 # switching runtimes never hands one's metadata to the other.
 write_containerd2_config() {
 	local d="$CONTAINERD_DIR" r="$CONTAINERD_DIR/v2"
-	mkdir -p "$r/root" "$r/state" "$r/runc" "$r/crun" "$d/cdi"
+	mkdir -p "$r/root" "$r/state" "$r/runc" "$r/runc-debian" "$d/cdi"
 	cat >"$d/config.toml" <<TOML
 # STACK_RUNTIME=containerd2: containerd $CONTAINERD2_VERSION, runc $RUNC_VERSION (hack/stack-up.sh)
 version = 3
@@ -259,12 +259,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         BinaryName = "$RUNC_BIN"
         Root = "$r/runc"
         SystemdCgroup = false
-    # A second handler for RuntimeClass: crun.
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.crun]
+    # A second handler for RuntimeClass: Debian's runc 1.1.5 (Debian's crun
+    # 1.8 refuses containerd 2's OCI spec version).
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc-debian]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.crun.options]
-        BinaryName = "/usr/bin/crun"
-        Root = "$r/crun"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc-debian.options]
+        BinaryName = "/usr/sbin/runc"
+        Root = "$r/runc-debian"
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["/usr/lib/cni"]
@@ -446,6 +447,7 @@ export STACK_RUNTIME="$STACK_RUNTIME"
 export CONTAINERD="$CONTAINERD_BIN"
 export CTR="$CTR_BIN"
 export RUNC="$RUNC_BIN"
+export SECOND_RUNTIME_HANDLER="$SECOND_HANDLER"
 ENV
 	[ -n "$cluster" ] && printf '%s\n' "$cluster" >>"$STACK_DIR/env.new"
 	mv "$STACK_DIR/env.new" "$STACK_DIR/env"

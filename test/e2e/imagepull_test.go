@@ -23,6 +23,13 @@ import (
 
 // stackEnv returns the .stack/env variables the test needs; an older stack
 // without them fails the test in CI and skips it elsewhere.
+// refusedByRegistry: a pull error says the registry wanted credentials
+// (containerd 1.6 quotes the registry's 401; containerd 2 says
+// "authorization failed: no basic auth credentials" when it had none).
+func refusedByRegistry(msg string) bool {
+	return strings.Contains(msg, "401 Unauthorized") || strings.Contains(msg, "authorization failed")
+}
+
 func stackEnv(t *testing.T, c *framework.Cluster, keys ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -218,11 +225,11 @@ func TestImagePullSecrets(t *testing.T) {
 				t.Errorf("%s: the container got to %s without credentials", pod, s.reason)
 			case "ErrImagePull":
 				errAt = append(errAt, s.at)
-				if !strings.Contains(s.message, env["PRIVATE_IMAGE"]) || !strings.Contains(s.message, "401 Unauthorized") {
+				if !strings.Contains(s.message, env["PRIVATE_IMAGE"]) || !refusedByRegistry(s.message) {
 					t.Errorf("%s: ErrImagePull message %q lacks the image or the registry's 401", pod, s.message)
 				}
 			case "ImagePullBackOff":
-				if !strings.Contains(s.message, "Back-off pulling image") || !strings.Contains(s.message, "401 Unauthorized") {
+				if !strings.Contains(s.message, "Back-off pulling image") || !refusedByRegistry(s.message) {
 					t.Errorf("%s: ImagePullBackOff message %q lacks the back-off or the last pull's error", pod, s.message)
 				}
 			}
@@ -253,7 +260,7 @@ func TestImagePullSecrets(t *testing.T) {
 		return has("missing", "FailedToRetrieveImagePullSecret", "Unable to retrieve some image pull secrets (does-not-exist)")
 	}, "FailedToRetrieveImagePullSecret event for the pod with a missing secret")
 	for _, pod := range failing {
-		if !has(pod, "Failed", "401 Unauthorized") || !has(pod, "BackOff", "Back-off pulling image") {
+		if !(has(pod, "Failed", "401 Unauthorized") || has(pod, "Failed", "authorization failed")) || !has(pod, "BackOff", "Back-off pulling image") {
 			t.Errorf("%s: no Failed (401) or BackOff event", pod)
 		}
 	}

@@ -292,16 +292,21 @@ func TestPodLifecycleDetails(t *testing.T) {
 	}
 }
 
-// TestRuntimeClassCrun: a RuntimeClass whose handler is crun (configured in
-// the stack's containerd) runs the pod's sandbox with that handler, and its
-// overhead is added to the pod's cgroup limit.
-func TestRuntimeClassCrun(t *testing.T) {
+// TestRuntimeClassSecondHandler: a RuntimeClass whose handler is the stack
+// containerd's second one (SECOND_RUNTIME_HANDLER: Debian's runc on
+// containerd 2, crun on containerd 1.6) runs the pod's sandbox with that
+// handler, and its overhead is added to the pod's cgroup limit.
+func TestRuntimeClassSecondHandler(t *testing.T) {
 	const node = "crun-node"
 	c, _ := clusterNode(t, node, "")
+	handler := c.Env["SECOND_RUNTIME_HANDLER"]
+	if handler == "" {
+		t.Fatal(".stack/env lacks SECOND_RUNTIME_HANDLER: run make stack-up")
+	}
 	ns := c.Namespace(t, "crun")
 	ctx := context.Background()
-	rcName := ns + "-crun"
-	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: rcName}, Handler: "crun",
+	rcName := ns + "-second"
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: rcName}, Handler: handler,
 		Overhead: &nodev1.Overhead{PodFixed: v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi"), v1.ResourceCPU: resource.MustParse("50m")}}}
 	if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -332,8 +337,15 @@ func TestRuntimeClassCrun(t *testing.T) {
 	var info struct {
 		RuntimeHandler string `json:"runtimeHandler"`
 	}
-	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.RuntimeHandler != "crun" {
-		t.Fatalf("sandbox runtime handler %q (%v)", info.RuntimeHandler, err)
+	// The CRI status field (containerd 2), else the verbose info
+	// (containerd 1.6).
+	if h := st.GetStatus().GetRuntimeHandler(); h != "" {
+		info.RuntimeHandler = h
+	} else if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+		t.Fatalf("sandbox info: %v", err)
+	}
+	if info.RuntimeHandler != handler {
+		t.Fatalf("sandbox runtime handler %q, want %q", info.RuntimeHandler, handler)
 	}
 	// The pod cgroup's memory limit is the container's plus the overhead.
 	limit := readInt(t, filepath.Join("/sys/fs/cgroup/memory/kubepods/pod"+string(got.UID), "memory.limit_in_bytes"))
