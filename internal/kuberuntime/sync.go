@@ -43,7 +43,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		// sandbox, and those of them that failed.
 		metrics.StartedUserNamespacedPods.Inc()
 		defer func() {
-			if err != nil {
+			if err != nil || syncFailed(res) {
 				metrics.StartedUserNamespacedPodsErrors.Inc()
 			}
 		}()
@@ -215,8 +215,18 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
 	}
-	// The pod's user namespace, as its sandbox has it.
-	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()
+	// The pod's user namespace, as its sandbox has it; every mount is
+	// idmapped with its mappings (upstream's
+	// applyPlatformSpecificContainerConfig), so what the node wrote as
+	// root is the pod's root's.
+	if userns := sandboxCfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); userns != nil {
+		cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = userns
+		if userns.GetMode() == runtimeapi.NamespaceMode_POD {
+			for _, mnt := range cfg.Mounts {
+				mnt.UidMappings, mnt.GidMappings = userns.GetUids(), userns.GetGids()
+			}
+		}
+	}
 	if target := ephemeralTarget(pod, c); target != "" {
 		// Debug containers join the target's process namespace.
 		t := status.Latest(target)
@@ -406,4 +416,18 @@ func containerType(pod *v1.Pod, name string) string {
 		}
 	}
 	return "container"
+}
+
+// syncFailed: a container of the sync could not be created or started (it
+// waits for another reason than its turn), as upstream's sync results
+// with an error.
+func syncFailed(res kubecontainer.SyncResult) bool {
+	for _, w := range res.Waiting {
+		switch w.Reason {
+		case kubecontainer.ReasonContainerCreating, kubecontainer.ReasonPodInitializing:
+		default:
+			return true
+		}
+	}
+	return false
 }
