@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	certificatesv1 "k8s.io/client-go/kubernetes/typed/certificates/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	nodev1 "k8s.io/client-go/kubernetes/typed/node/v1"
@@ -21,7 +22,8 @@ import (
 // Interface is the API groups nodelet uses: core (pods, nodes, events,
 // ConfigMaps, Secrets, tokens, Services, PVCs, PVs), coordination (the
 // node's Lease), authentication and authorization (the kubelet API's
-// TokenReviews and SubjectAccessReviews), node (RuntimeClasses) and
+// TokenReviews and SubjectAccessReviews), certificates
+// (ClusterTrustBundles, for projected volumes), node (RuntimeClasses) and
 // storage (CSIDrivers, CSINodes, VolumeAttachments). The fake clientset
 // (k8s.io/client-go/kubernetes/fake) satisfies it.
 type Interface interface {
@@ -29,6 +31,7 @@ type Interface interface {
 	CoordinationV1() coordinationv1.CoordinationV1Interface
 	AuthenticationV1() authenticationv1.AuthenticationV1Interface
 	AuthorizationV1() authorizationv1.AuthorizationV1Interface
+	CertificatesV1() certificatesv1.CertificatesV1Interface
 	NodeV1() nodev1.NodeV1Interface
 	StorageV1() storagev1.StorageV1Interface
 }
@@ -41,6 +44,7 @@ type groups struct {
 	coord coordinationv1.CoordinationV1Interface
 	authn authenticationv1.AuthenticationV1Interface
 	authz authorizationv1.AuthorizationV1Interface
+	certs certificatesv1.CertificatesV1Interface
 	node  nodev1.NodeV1Interface
 	store storagev1.StorageV1Interface
 }
@@ -61,6 +65,9 @@ func NewForConfig(rc *rest.Config) (Interface, error) {
 	if c.authz, err = authorizationv1.NewForConfig(rc); err != nil {
 		return nil, err
 	}
+	if c.certs, err = certificatesv1.NewForConfig(rc); err != nil {
+		return nil, err
+	}
 	if c.node, err = nodev1.NewForConfig(rc); err != nil {
 		return nil, err
 	}
@@ -74,6 +81,7 @@ func (c *groups) CoreV1() corev1.CoreV1Interface                               {
 func (c *groups) CoordinationV1() coordinationv1.CoordinationV1Interface       { return c.coord }
 func (c *groups) AuthenticationV1() authenticationv1.AuthenticationV1Interface { return c.authn }
 func (c *groups) AuthorizationV1() authorizationv1.AuthorizationV1Interface    { return c.authz }
+func (c *groups) CertificatesV1() certificatesv1.CertificatesV1Interface       { return c.certs }
 func (c *groups) NodeV1() nodev1.NodeV1Interface                               { return c.node }
 func (c *groups) StorageV1() storagev1.StorageV1Interface                      { return c.store }
 

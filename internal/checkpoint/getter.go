@@ -11,10 +11,12 @@ import (
 	"sync/atomic"
 
 	"github.com/nodelet/nodelet/internal/apiclient"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -275,6 +277,18 @@ func (g *Getter) ConfigMap(ctx context.Context, namespace, name string) (*v1.Con
 func (g *Getter) Secret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
 	o, err := g.api.Secret(ctx, namespace, name)
 	return readThrough(ctx, g, "Secret", namespace, name, o, err)
+}
+
+// ClusterTrustBundle implements the volumes' Getter: read through the API
+// getter only (the checkpoint keeps no ClusterTrustBundles; offline, the
+// API getter's last copy, if any).
+func (g *Getter) ClusterTrustBundle(ctx context.Context, name string) (*certificatesv1.ClusterTrustBundle, error) {
+	return g.api.ClusterTrustBundle(ctx, name)
+}
+
+// ClusterTrustBundles implements the volumes' Getter, as ClusterTrustBundle.
+func (g *Getter) ClusterTrustBundles(ctx context.Context, signerName string, selector labels.Selector) ([]certificatesv1.ClusterTrustBundle, error) {
+	return g.api.ClusterTrustBundles(ctx, signerName, selector)
 }
 
 // readThrough keeps what the API server answered, or serves the kept copy

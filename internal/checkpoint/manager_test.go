@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,6 +126,18 @@ func (f *fakeAPI) Token(context.Context, *v1.Pod, string, string, int64) (string
 		return "", f.down
 	}
 	return f.token, nil
+}
+
+func (f *fakeAPI) ClusterTrustBundle(_ context.Context, name string) (*certificatesv1.ClusterTrustBundle, error) {
+	o, err := f.answer("ctb/" + name)
+	if err != nil {
+		return nil, err
+	}
+	return o.(*certificatesv1.ClusterTrustBundle), nil
+}
+
+func (f *fakeAPI) ClusterTrustBundles(context.Context, string, labels.Selector) ([]certificatesv1.ClusterTrustBundle, error) {
+	return nil, f.down
 }
 
 func (f *fakeAPI) Forget(uid types.UID) { f.forgot = append(f.forgot, uid) }

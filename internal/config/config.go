@@ -31,6 +31,9 @@ type Options struct {
 	// RuntimeCgroups is --runtime-cgroups: the runtime's cgroup, for its
 	// stats (the summary's "runtime" system container).
 	RuntimeCgroups string
+	// Flags are the parsed command line (nodelet's flags with their
+	// values), served at /flagz.
+	Flags *pflag.FlagSet
 	// CloudProvider is --cloud-provider: "" (none) or "external" (a cloud
 	// controller manager initializes the node: it registers with upstream's
 	// uninitialized taint and leaves the addresses to it). Built-in
@@ -205,6 +208,7 @@ func Parse(ctx context.Context, args []string) (*Options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	o.Flags = fs
 	if fs.NArg() > 0 {
 		// As upstream's kubelet: a stray word is a mistake, not ignored.
 		return nil, fmt.Errorf("%q does not take any arguments, got %q", "nodelet", fs.Args())

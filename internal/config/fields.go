@@ -364,6 +364,9 @@ var nodeletGates = map[string]bool{
 	// as upstream's validation); the shutdown manager needs no more.
 	"GracefulNodeShutdown":                   true,
 	"GracefulNodeShutdownBasedOnPodPriority": true,
+	// Off: no /flagz, no /statusz (server.Config).
+	"ComponentFlagz":   true,
+	"ComponentStatusz": true,
 }
 
 // gatesNodeletMatches are gates nodelet does not implement, with the value

@@ -144,7 +144,7 @@ func (n *Nodelet) apiServerLoops(rs internalapi.RuntimeService) ([]lifecycle.Loo
 			ips = append(ips, ip)
 		}
 	}
-	sc := server.Config{NodeName: n.opts.NodeName, Kubelet: cfg, CertDir: n.opts.CertDir, Hostname: hostname, NodeIPs: ips,
+	sc := server.Config{NodeName: n.opts.NodeName, Kubelet: cfg, Flags: n.opts.Flags, CertDir: n.opts.CertDir, Hostname: hostname, NodeIPs: ips,
 		LogDir: "/var/log", Client: n.client, Pods: n.view, Runtime: rs, PodRuntime: n.runtime, Relisted: n.pleg.RunningPods,
 		Stats: n.stats, Events: n.events.ForPod, VolumeStates: n.volumes.States, Clock: n.clock}
 	if serving != nil {

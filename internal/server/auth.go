@@ -396,9 +396,13 @@ func subresource(path string) (string, bool) {
 		return "checkpoint", false
 	case isSubpath(path, "/configz"):
 		return "configz", true
+	case isSubpath(path, "/statusz"):
+		return "statusz", false
+	case isSubpath(path, "/flagz"):
+		return "configz", false
 	case isSubpath(path, "/healthz"):
 		return "healthz", true
-	case isSubpath(path, "/pods"):
+	case isSubpath(path, "/pods"), isSubpath(path, "/runningpods/"):
 		return "pods", true
 	}
 	return "proxy", false

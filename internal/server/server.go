@@ -19,6 +19,7 @@ import (
 	"github.com/nodelet/nodelet/internal/volumes"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,6 +52,8 @@ type Config struct {
 	// authentication, authorization, debugging handlers, read-only port),
 	// also served at /configz.
 	Kubelet *kubeletv1beta1.KubeletConfiguration
+	// Flags is the parsed command line, served at /flagz; nil: no /flagz.
+	Flags *pflag.FlagSet
 	// CertDir holds the self-signed serving certificate generated when no
 	// tlsCertFile is configured (<root-dir>/pki by default).
 	CertDir string
@@ -141,9 +144,15 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// muxer is what handlers are registered with (an http.ServeMux).
+type muxer interface {
+	Handle(pattern string, h http.Handler)
+	HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request))
+}
+
 // Handler is the authenticated API's router (without the auth filter).
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux := &pathsMux{ServeMux: http.NewServeMux()}
 	s.installReadOnly(mux)
 	mux.Handle("/metrics/probes", promhttp.HandlerFor(metrics.Probes, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /configz", s.handleConfigz)
@@ -175,6 +184,9 @@ func (s *Server) Handler() http.Handler {
 		default:
 			mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(s.cfg.LogDir))))
 		}
+		// As upstream: with the debugging handlers, and last, so that
+		// /statusz lists every path.
+		s.installZPages(mux)
 	} else {
 		// As upstream: 405 with its message rather than 404.
 		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/debug/pprof/", "/logs/"} {
@@ -190,7 +202,7 @@ func disabled(msg string) http.Handler {
 }
 
 // installReadOnly adds what the read-only port serves too.
-func (s *Server) installReadOnly(mux *http.ServeMux) {
+func (s *Server) installReadOnly(mux muxer) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /pods", s.handlePods)
 	mux.HandleFunc("GET /pods/", s.handlePods)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,9 @@ func TestSubresourceAndVerb(t *testing.T) {
 		{"GET", "/podsX", []string{"proxy"}, "get"},
 		{"POST", "/exec/ns/p/c", []string{"proxy"}, "create"},
 		{"GET", "/containerLogs/ns/p/c", []string{"proxy"}, "get"},
-		{"GET", "/runningpods/", []string{"proxy"}, "get"},
+		{"GET", "/runningpods/", []string{"pods", "proxy"}, "get"},
+		{"GET", "/flagz", []string{"configz"}, "get"},
+		{"GET", "/statusz", []string{"statusz"}, "get"},
 		{"PUT", "/x", []string{"proxy"}, "update"},
 		{"DELETE", "/x", []string{"proxy"}, "delete"},
 	}
@@ -168,5 +171,18 @@ func TestParseStreamOptions(t *testing.T) {
 		if (err != nil) != tc.err || (err == nil && got != tc.want) {
 			t.Errorf("%s: %+v %v, want %+v err=%v", tc.query, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// The paths /statusz lists: each handler's path without its method,
+// wildcards or trailing slash, once.
+func TestPathsMuxRecord(t *testing.T) {
+	m := &pathsMux{ServeMux: http.NewServeMux()}
+	for _, p := range []string{"GET /configz", "/metrics/probes", "/exec/{ns}/{pod}/{container}", "/exec/{ns}/{pod}/{uid}/{container}", "GET /logs/", "/debug/pprof/", "/"} {
+		m.record(p)
+	}
+	want := []string{"/configz", "/metrics/probes", "/exec", "/logs", "/debug/pprof", "/"}
+	if !slices.Equal(m.paths, want) {
+		t.Errorf("paths %q, want %q", m.paths, want)
 	}
 }

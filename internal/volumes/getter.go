@@ -7,13 +7,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodelet/nodelet/internal/apiclient"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/apiclient"
 )
 
 // Getter gives volumes the API objects they project.
@@ -22,10 +26,18 @@ type Getter interface {
 	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 	// Token returns a service account token bound to the pod.
 	Token(ctx context.Context, pod *v1.Pod, serviceAccount, audience string, expirationSeconds int64) (string, error)
+	// ClusterTrustBundle returns the named ClusterTrustBundle
+	// (certificates.k8s.io/v1).
+	ClusterTrustBundle(ctx context.Context, name string) (*certificatesv1.ClusterTrustBundle, error)
+	// ClusterTrustBundles returns the ClusterTrustBundles of signerName
+	// whose labels selector matches (none for labels.Nothing()). The
+	// result is shared: callers must not modify it.
+	ClusterTrustBundles(ctx context.Context, signerName string, selector labels.Selector) ([]certificatesv1.ClusterTrustBundle, error)
 }
 
-// APIGetter reads ConfigMaps and Secrets with a TTL cache shared by every
-// pod (one GET per object per TTL, however many pods use it), and requests
+// APIGetter reads ConfigMaps, Secrets and ClusterTrustBundles with a TTL
+// cache shared by every pod (one GET, or LIST for the bundles of a signer
+// and label selector, per TTL, however many pods use it), and requests
 // bound service account tokens through TokenRequest, renewing them at 80% of
 // their lifetime or after 24 h, as upstream.
 type APIGetter struct {
@@ -50,12 +62,13 @@ type token struct {
 
 // APIGetterConfig configures an APIGetter.
 type APIGetterConfig struct {
-	// Client reads ConfigMaps and Secrets and requests tokens.
+	// Client reads ConfigMaps, Secrets and ClusterTrustBundles and
+	// requests tokens.
 	Client apiclient.Interface
 	// Clock ages the cached objects and tokens (the real clock when nil).
 	Clock clock.Clock
-	// TTL is how long a ConfigMap or Secret is served from the cache
-	// before it is read again.
+	// TTL is how long a ConfigMap, Secret or ClusterTrustBundle (or list
+	// of them) is served from the cache before it is read again.
 	TTL time.Duration
 }
 
@@ -122,6 +135,58 @@ func (g *APIGetter) Secret(ctx context.Context, namespace, name string) (*v1.Sec
 		return nil, err
 	}
 	return obj.(*v1.Secret), nil
+}
+
+// ClusterTrustBundle implements Getter. As upstream's lister, a missing
+// bundle is NotFound for the resource "clustertrustbundle".
+func (g *APIGetter) ClusterTrustBundle(ctx context.Context, name string) (*certificatesv1.ClusterTrustBundle, error) {
+	obj, err := g.get("clustertrustbundle/"+name, func() (any, error) {
+		return g.client.CertificatesV1().ClusterTrustBundles().Get(ctx, name, metav1.GetOptions{})
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, apierrors.NewNotFound(certificatesv1.Resource("clustertrustbundle"), name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*certificatesv1.ClusterTrustBundle), nil
+}
+
+// ClusterTrustBundles implements Getter: one LIST per signer and selector
+// (the API server selects by labels and by spec.signerName, both checked
+// again here, as the informer upstream filters by signer). A selector that
+// matches nothing (a nil labelSelector) lists nothing.
+func (g *APIGetter) ClusterTrustBundles(ctx context.Context, signerName string, selector labels.Selector) ([]certificatesv1.ClusterTrustBundle, error) {
+	if _, selectable := selector.Requirements(); !selectable {
+		return nil, nil
+	}
+	sel := selector.String()
+	obj, err := g.get("clustertrustbundles/"+signerName+"\x00"+sel, func() (any, error) {
+		list, err := g.client.CertificatesV1().ClusterTrustBundles().List(ctx, metav1.ListOptions{
+			LabelSelector: sel,
+			FieldSelector: fields.OneTermEqualSelector("spec.signerName", signerName).String(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return matchingBundles(list.Items, signerName, selector), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj.([]certificatesv1.ClusterTrustBundle), nil
+}
+
+// matchingBundles is the bundles of signerName whose labels selector
+// matches.
+func matchingBundles(items []certificatesv1.ClusterTrustBundle, signerName string, selector labels.Selector) []certificatesv1.ClusterTrustBundle {
+	out := []certificatesv1.ClusterTrustBundle{}
+	for _, b := range items {
+		if b.Spec.SignerName == signerName && selector.Matches(labels.Set(b.Labels)) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Token implements Getter.

@@ -29,10 +29,11 @@ type file struct {
 }
 
 // errNoAPI: static pods cannot reference API objects, as upstream.
-var errNoAPI = errors.New("needs the API server: static pods cannot use configMap, secret or service account token volumes")
+var errNoAPI = errors.New("needs the API server: static pods cannot use configMap, secret, service account token or clusterTrustBundle volumes")
 
 // project computes the files of a configMap, secret, downwardAPI or
-// projected volume.
+// projected volume (configMap, secret, downwardAPI, serviceAccountToken and
+// clusterTrustBundle sources).
 func (m *Manager) project(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[string]file, error) {
 	src := v.VolumeSource
 	files := map[string]file{}
@@ -58,8 +59,12 @@ func (m *Manager) project(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[s
 				err = m.downward(pod, s.DownwardAPI.Items, def, files)
 			case s.ServiceAccountToken != nil:
 				err = m.token(ctx, pod, s.ServiceAccountToken, def, files)
+			case s.ClusterTrustBundle != nil:
+				err = m.clusterTrustBundle(ctx, pod, s.ClusterTrustBundle, def, files)
+			case s.PodCertificate != nil:
+				err = errors.New("unsupported projected source (podCertificate)")
 			default:
-				err = errors.New("unsupported projected source (clusterTrustBundle, podCertificate)")
+				err = errors.New("unsupported projected source")
 			}
 			if err != nil {
 				return nil, err
@@ -128,10 +133,16 @@ func (m *Manager) token(ctx context.Context, pod *v1.Pod, p *v1.ServiceAccountTo
 	if err != nil {
 		return err
 	}
-	// As upstream: with an fsGroup, or when every container runs as the
-	// same user, the token is readable by its owner only (plus the fsGroup),
-	// owned by that user.
-	f := file{data: []byte(tok), mode: def, uid: -1}
+	files[p.Path] = ownedFile(pod, []byte(tok), def)
+	return nil
+}
+
+// ownedFile is a service account token's or a trust bundle's file, as
+// upstream: with an fsGroup, or when every container runs as the same user,
+// it is readable by its owner only (then the fsGroup's read bits are
+// added), owned by that user; else it has the volume's default mode.
+func ownedFile(pod *v1.Pod, data []byte, def os.FileMode) file {
+	f := file{data: data, mode: def, uid: -1}
 	fsUser := fsUserOf(pod)
 	if fsUser != nil || (pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.FSGroup != nil) {
 		f.mode = 0o600
@@ -139,8 +150,7 @@ func (m *Manager) token(ctx context.Context, pod *v1.Pod, p *v1.ServiceAccountTo
 	if fsUser != nil {
 		f.uid = int(*fsUser)
 	}
-	files[p.Path] = f
-	return nil
+	return f
 }
 
 // fsUserOf is the user every container of the pod runs as, nil when they
