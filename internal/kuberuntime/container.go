@@ -351,12 +351,31 @@ func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container) (*runti
 // read-only mounts (CRI Status's handler features), as upstream's
 // runtimeClassSupportsRecursiveReadOnlyMounts.
 func (m *Manager) SupportsRRO(ctx context.Context, pod *v1.Pod) bool {
+	if !requestsRRO(pod) {
+		// Nothing to resolve: no RuntimeClass lookup on every status.
+		return false
+	}
 	handler, err := m.runtimeHandler(ctx, pod)
 	if err != nil {
 		return false
 	}
 	f, known := m.features.Handler(ctx, handler)
 	return known && f.GetRecursiveReadOnlyMounts()
+}
+
+// requestsRRO: a volume mount of the pod asks for recursive read-only
+// (Enabled or IfPossible), the only case the runtime's support matters.
+func requestsRRO(pod *v1.Pod) bool {
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			for _, vm := range c.VolumeMounts {
+				if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // supplementalGroupsPolicy is the pod's supplementalGroupsPolicy for CRI

@@ -133,10 +133,16 @@ func (m *Manager) namespaceOptions(ctx context.Context, pod *v1.Pod) (*runtimeap
 		}
 		return o, nil
 	}
-	handler, err := m.runtimeHandler(ctx, pod)
-	if err != nil {
-		return nil, err
+	// The handler matters only for a pod of its own user namespace (its
+	// support is checked): no RuntimeClass lookup on every sync otherwise.
+	handler := ""
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+		var err error
+		if handler, err = m.runtimeHandler(ctx, pod); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	if o.UsernsOptions, err = m.cfg.UserNamespaces.GetOrCreateUserNamespaceMappings(ctx, pod, handler); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,9 @@ package kuberuntime
 import (
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 )
 
@@ -19,6 +22,27 @@ func TestSyncFailed(t *testing.T) {
 	} {
 		if got := syncFailed(kubecontainer.SyncResult{Waiting: tt.waiting}); got != tt.want {
 			t.Errorf("%s: syncFailed = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRequestsRRO(t *testing.T) {
+	mount := func(mode *v1.RecursiveReadOnlyMode) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i", VolumeMounts: []v1.VolumeMount{{Name: "v", RecursiveReadOnly: mode}}}}}}
+	}
+	for _, tt := range []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"no mounts", &v1.Pod{}, false},
+		{"unset", mount(nil), false},
+		{"Disabled", mount(ptr.To(v1.RecursiveReadOnlyDisabled)), false},
+		{"IfPossible in an init container", mount(ptr.To(v1.RecursiveReadOnlyIfPossible)), true},
+		{"Enabled", mount(ptr.To(v1.RecursiveReadOnlyEnabled)), true},
+	} {
+		if got := requestsRRO(tt.pod); got != tt.want {
+			t.Errorf("%s: requestsRRO = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
