@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/e2e/framework"
 )
 
 // TestRecursiveReadOnlyAndSupplementalGroupsPolicy, on the stack's
@@ -27,6 +29,9 @@ func TestRecursiveReadOnlyAndSupplementalGroupsPolicy(t *testing.T) {
 	const node = "rro-node"
 	c, _ := clusterNode(t, node, "")
 	if c.Env["STACK_RUNTIME"] != "containerd2" {
+		if framework.InCI() {
+			t.Fatalf("the stack's runtime is %q; this needs containerd 2 (STACK_RUNTIME=containerd2, the default)", c.Env["STACK_RUNTIME"])
+		}
 		t.Skipf("the stack's runtime is %q; this needs containerd 2 (STACK_RUNTIME=containerd2, the default)", c.Env["STACK_RUNTIME"])
 	}
 	ns := c.Namespace(t, "rro")

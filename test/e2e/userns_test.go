@@ -29,6 +29,9 @@ func TestUserNamespaces(t *testing.T) {
 	const node = "userns-node"
 	c, n := clusterNode(t, node, "")
 	if c.Env["STACK_RUNTIME"] != "containerd2" {
+		if framework.InCI() {
+			t.Fatalf("the stack's runtime is %q; user namespaces need containerd 2 (STACK_RUNTIME=containerd2, the default)", c.Env["STACK_RUNTIME"])
+		}
 		t.Skipf("the stack's runtime is %q; user namespaces need containerd 2 (STACK_RUNTIME=containerd2, the default)", c.Env["STACK_RUNTIME"])
 	}
 	ns := c.Namespace(t, "userns")
