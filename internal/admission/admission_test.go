@@ -67,10 +67,10 @@ func TestAdmit(t *testing.T) {
 			merge := v1.SupplementalGroupsPolicyMerge
 			p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &merge}
 		}), nil, "", ""},
-		{"stop signal", pod("", func(p *v1.Pod) {
+		{"stop signal: the runtime's (kuberuntime)", pod("", func(p *v1.Pod) {
 			sig := v1.SIGUSR1
 			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig}
-		}), nil, "UnsupportedPodSpec", "spec.containers[0].lifecycle.stopSignal"},
+		}), nil, "", ""},
 		{"windows", pod("", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }), nil, "PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS"},
 		{"linux", pod("", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Linux} }), nil, "", ""},
 		{"os label", pod("", func(p *v1.Pod) { p.Labels = map[string]string{"kubernetes.io/os": "windows"} }), nil,

@@ -260,7 +260,7 @@ var fieldStatuses = []FieldStatus{
 		Note: "Deprecated upstream: no longer has any effect there either; 0 to 31, as upstream validates.",
 		Test: "TestUnsupportedFieldsRefused (out of range)"},
 	{Path: "featureGates", Status: Refused,
-		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz). Accepted: any v1.37.2 gate at its default, MemoryQoS and KubeletEnsureSecretPulledImages false (what nodelet does). Refused: any other value, and unknown gates.",
+		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused). Accepted: any v1.37.2 gate at its default, MemoryQoS and KubeletEnsureSecretPulledImages false (what nodelet does). Refused: any other value, and unknown gates.",
 		Test: "TestUnsupportedFieldsRefused; TestCrashLoopBackOffMax; e2e TestEventedPLEG", check: checkFeatureGates},
 	{Path: "failSwapOn", Status: Honoured, Note: "Refuses to start with swap on.",
 		Test: "internal/nodelet TestCheckSwap; TestSwapAndCgroupV1Settings"},
@@ -367,6 +367,9 @@ var nodeletGates = map[string]bool{
 	// Off: no /flagz, no /statusz (server.Config).
 	"ComponentFlagz":   true,
 	"ComponentStatusz": true,
+	// On: lifecycle.stopSignal to the runtime, stopSignal in the status;
+	// off: a container with one is refused (kuberuntime.Config).
+	"ContainerStopSignals": true,
 }
 
 // gatesNodeletMatches are gates nodelet does not implement, with the value

@@ -115,6 +115,16 @@ func (f *fakeImages) RemoveImage(_ context.Context, spec *runtimeapi.ImageSpec) 
 type fakeRuntime struct {
 	internalapi.RuntimeService
 	containers []*runtimeapi.Container
+	// mounts are the images each container mounts (image volumes), by ID.
+	mounts map[string][]string
+}
+
+func (f *fakeRuntime) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
+	st := &runtimeapi.ContainerStatus{Id: id}
+	for _, ref := range f.mounts[id] {
+		st.Mounts = append(st.Mounts, &runtimeapi.Mount{ContainerPath: "/v", Image: &runtimeapi.ImageSpec{Image: ref}})
+	}
+	return &runtimeapi.ContainerStatusResponse{Status: st}, nil
 }
 
 func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
@@ -217,6 +227,32 @@ func TestGarbageCollect(t *testing.T) {
 	}
 	if _, err := os.Stat(state); err != nil {
 		t.Error(err)
+	}
+}
+
+// An image a container mounts (an image volume) is in use: it stays.
+func TestImageVolumesInUse(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	imgs := &fakeImages{images: []*runtimeapi.Image{
+		image("sha256:app", 30, "busybox:1"), image("sha256:vol", 30, "example.test/artifact:1"), image("sha256:old", 30),
+	}}
+	rt := &fakeRuntime{
+		containers: []*runtimeapi.Container{{Id: "c1", ImageRef: "sha256:app", State: runtimeapi.ContainerState_CONTAINER_RUNNING}},
+		mounts:     map[string][]string{"c1": {"sha256:vol"}},
+	}
+	m, err := New(Config{
+		Images: imgs, Runtime: rt, FsStats: func(context.Context) (int64, int64, error) { return 1000, 900, nil },
+		HighThresholdPercent: 85, LowThresholdPercent: 80, StateFile: filepath.Join(t.TempDir(), "image-gc.json"), Clock: clk,
+		Recorder: record.NewFakeRecorder(10), Node: &v1.ObjectReference{Kind: "Node", Name: "n"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reclaim(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(imgs.removed, ","); got != "sha256:old" {
+		t.Errorf("removed %s, want only sha256:old (sha256:vol is mounted)", got)
 	}
 }
 

@@ -252,6 +252,11 @@ func (m *Manager) detect(ctx context.Context, now time.Time) ([]Record, error) {
 		used[c.GetImageRef()] = true
 		used[c.GetImage().GetImage()] = true
 	}
+	if anyUnused(images, used) {
+		// Image volumes: the images containers mount are in use too, as
+		// upstream's handleImageVolumes. Only asked when it matters.
+		m.addMountedImages(ctx, containers, used)
+	}
 	sandbox := m.sandboxImage(ctx)
 	inUse := map[string]bool{}
 	seen := map[string]bool{}
@@ -283,6 +288,34 @@ func (m *Manager) detect(ctx context.Context, now time.Time) ([]Record, error) {
 		m.save(ctx)
 	}
 	return Candidates(m.records, inUse), nil
+}
+
+// anyUnused: an image no container names, a candidate unless a
+// container mounts it.
+func anyUnused(images []*runtimeapi.Image, used map[string]bool) bool {
+	for _, img := range images {
+		if !used[img.GetId()] && !anyUsed(img, used) {
+			return true
+		}
+	}
+	return false
+}
+
+// addMountedImages adds the images the containers mount (image volumes) to
+// used. A container gone meanwhile mounts nothing.
+func (m *Manager) addMountedImages(ctx context.Context, containers []*runtimeapi.Container, used map[string]bool) {
+	for _, c := range containers {
+		st, err := m.cfg.Runtime.ContainerStatus(ctx, c.GetId(), false)
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("Container status for image volumes failed", "containerID", c.GetId(), "err", err)
+			continue
+		}
+		for _, mnt := range st.GetStatus().GetMounts() {
+			if ref := mnt.GetImage().GetImage(); ref != "" {
+				used[ref] = true
+			}
+		}
+	}
 }
 
 // anyUsed: a container names the image by one of its tags or digests.

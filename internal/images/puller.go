@@ -150,15 +150,34 @@ func New(cfg Config) (*Puller, error) {
 // when c's pull policy asks, with the credentials of the pod's
 // imagePullSecrets that match the image's registry. A failure is an *Error.
 func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
-	image, err := NormalizeImage(c.Image)
+	return p.ensure(ctx, pod, request{image: c.Image, policy: c.ImagePullPolicy, c: c}, sandbox)
+}
+
+// EnsureVolumeImage is EnsureImage for the image of an image volume, with
+// the volume's pull policy; its events are the pod's, as upstream's.
+func (p *Puller) EnsureVolumeImage(ctx context.Context, pod *v1.Pod, src *v1.ImageVolumeSource, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	return p.ensure(ctx, pod, request{image: src.Reference, policy: src.PullPolicy}, sandbox)
+}
+
+// request is one image a pod needs: a container's or an image volume's.
+type request struct {
+	image  string // as the pod's spec names it
+	policy v1.PullPolicy
+	// c gets the events; nil: the pod (an image volume).
+	c *v1.Container
+}
+
+func (p *Puller) ensure(ctx context.Context, pod *v1.Pod, r request, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	c := r.c
+	image, err := NormalizeImage(r.image)
 	if err != nil {
-		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", c.Image, err)
+		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", r.image, err)
 		p.event(pod, c, v1.EventTypeWarning, "InspectFailed", msg)
 		return "", &Error{Reason: ReasonInvalidImageName, Message: msg, RetryAfter: BackoffInitial}
 	}
 	spec := &runtimeapi.ImageSpec{Image: image, Annotations: pod.Annotations}
 	ref := ""
-	if c.ImagePullPolicy != v1.PullAlways {
+	if r.policy != v1.PullAlways {
 		st, err := p.svc.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
 		if err != nil {
 			msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
@@ -170,11 +189,11 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		}
 	}
 	if ref != "" {
-		p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
+		p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", r.image))
 		return ref, nil
 	}
-	if c.ImagePullPolicy == v1.PullNever {
-		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+	if r.policy == v1.PullNever {
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", r.image)
 		p.event(pod, c, v1.EventTypeWarning, ReasonErrImageNeverPull, msg)
 		return "", &Error{Reason: ReasonErrImageNeverPull, Message: msg, RetryAfter: BackoffInitial}
 	}
@@ -189,10 +208,10 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			// A sync right after the failed pull (the sandbox's PLEG event,
 			// the pod's own status update) still reports the pull's error,
 			// so ErrImagePull is what the API shows for that second.
-			return "", &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Failed to pull image %q: %s", c.Image, f.msg),
+			return "", &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Failed to pull image %q: %s", r.image, f.msg),
 				RetryAfter: ReportBackOffAfter - now.Sub(f.at)}
 		}
-		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		msg := fmt.Sprintf("Back-off pulling image %q", r.image)
 		p.event(pod, c, v1.EventTypeNormal, "BackOff", msg)
 		left := BackoffInitial
 		p.mu.Lock()
@@ -220,7 +239,7 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	creds = append(creds, provided...)
 
-	p.event(pod, c, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	p.event(pod, c, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", r.image))
 	start := p.clock.Now()
 	f, err := p.pull(ctx, spec, creds, sandbox)
 	if err == nil {
@@ -228,7 +247,7 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	if err != nil && ctx.Err() != nil {
 		// The pod's sync was cancelled (the pod is going away): no back-off.
-		return "", &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Pulling image %q cancelled: %v", c.Image, ctx.Err()), RetryAfter: BackoffInitial}
+		return "", &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Pulling image %q cancelled: %v", r.image, ctx.Err()), RetryAfter: BackoffInitial}
 	}
 	if err != nil {
 		failedAt := p.clock.Now()
@@ -236,7 +255,7 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		p.mu.Lock()
 		p.failures[key] = failure{at: failedAt, msg: err.Error()}
 		p.mu.Unlock()
-		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		msg := fmt.Sprintf("Failed to pull image %q: %v", r.image, err)
 		if len(providerErrs) > 0 {
 			msg += " (" + errors.Join(providerErrs...).Error() + ")"
 		}
@@ -256,10 +275,10 @@ func (p *Puller) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	if f.credential != nil {
 		secret, provider = f.credential.Secret, f.credential.Provider
 	}
-	klog.FromContext(ctx).V(2).Info("Pulled image", "pod", klog.KObj(pod), "container", c.Name, "image", image,
+	klog.FromContext(ctx).V(2).Info("Pulled image", "pod", klog.KObj(pod), "container", containerName(c), "image", image,
 		"pullTime", f.duration, "withWaiting", waited, "pullSecret", secret, "credentialProvider", provider)
 	p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
-		c.Image, f.duration.Round(time.Millisecond), waited.Round(time.Millisecond), f.size))
+		r.image, f.duration.Round(time.Millisecond), waited.Round(time.Millisecond), f.size))
 	return f.ref, nil
 }
 
@@ -354,17 +373,34 @@ func (p *Puller) pullWithCredentials(ctx context.Context, spec *runtimeapi.Image
 
 // Forget drops the back-off state of a pod that is gone.
 func (p *Puller) Forget(pod *v1.Pod) {
+	var refs []string
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {
-			if image, err := NormalizeImage(c.Image); err == nil {
-				key := string(pod.UID) + "_" + image
-				p.backoff.DeleteEntry(key)
-				p.mu.Lock()
-				delete(p.failures, key)
-				p.mu.Unlock()
-			}
+			refs = append(refs, c.Image)
 		}
 	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Image != nil {
+			refs = append(refs, v.Image.Reference)
+		}
+	}
+	for _, ref := range refs {
+		if image, err := NormalizeImage(ref); err == nil {
+			key := string(pod.UID) + "_" + image
+			p.backoff.DeleteEntry(key)
+			p.mu.Lock()
+			delete(p.failures, key)
+			p.mu.Unlock()
+		}
+	}
+}
+
+// containerName is c's name for the log, "" for an image volume's pull.
+func containerName(c *v1.Container) string {
+	if c == nil {
+		return ""
+	}
+	return c.Name
 }
 
 func (p *Puller) event(pod *v1.Pod, c *v1.Container, typ, reason, msg string) {

@@ -48,6 +48,9 @@ type ContainerStatus struct {
 	// User is the identity the runtime runs the container's process with
 	// (uid, gid, supplementary groups), when it says (containerd 2).
 	User *v1.ContainerUser
+	// StopSignal is the signal the runtime stops the container with, when
+	// it says and the ContainerStopSignals gate is on.
+	StopSignal *v1.Signal
 }
 
 // Latest returns the newest status of the container named name, or nil.

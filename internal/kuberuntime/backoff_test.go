@@ -19,6 +19,10 @@ func (presentImages) EnsureImage(_ context.Context, _ *v1.Pod, c *v1.Container, 
 	return "sha256:" + c.Image, nil
 }
 
+func (presentImages) EnsureVolumeImage(_ context.Context, _ *v1.Pod, src *v1.ImageVolumeSource, _ *runtimeapi.PodSandboxConfig) (string, error) {
+	return "sha256:" + src.Reference, nil
+}
+
 func newTestManager(t *testing.T) (*Manager, *critest.FakeRuntimeService, *testingclock.FakeClock) {
 	rt := critest.NewFakeRuntimeService()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))

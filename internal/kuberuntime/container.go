@@ -36,7 +36,7 @@ func newPodFacts(pod *v1.Pod, podIPs, hostIPs []string) podFacts {
 }
 
 func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string,
-	facts podFacts, volumePaths map[string]string) (*runtimeapi.ContainerConfig, error) {
+	facts podFacts, volumePaths map[string]string, imageVolumes map[string]*runtimeapi.ImageSpec) (*runtimeapi.ContainerConfig, error) {
 	envs, invalid, err := m.buildEnv(ctx, pod, c, facts, volumePaths)
 	if err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	for i, s := range c.Args {
 		args[i] = expand(s, lookup)
 	}
-	mounts, err := m.containerMounts(pod, c, volumePaths, lookup, m.SupportsRRO(ctx, pod))
+	mounts, err := m.containerMounts(pod, c, volumePaths, imageVolumes, lookup, m.SupportsRRO(ctx, pod))
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +98,10 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err != nil {
 		return nil, err
 	}
+	stop, err := m.stopSignal(c)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -111,6 +115,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		Devices:     devices,
 		CDIDevices:  cdi,
 		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", restartCount)),
+		StopSignal:  stop,
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
@@ -122,6 +127,35 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	return cfg, nil
 }
 
+// stopSignal is c's lifecycle.stopSignal for CRI (RUNTIME_DEFAULT when
+// unset), as upstream's getContainerConfigStopSignal; refused while the
+// ContainerStopSignals gate is off, rather than ignored.
+func (m *Manager) stopSignal(c *v1.Container) (runtimeapi.Signal, error) {
+	if c.Lifecycle == nil || c.Lifecycle.StopSignal == nil {
+		return runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT, nil
+	}
+	sig := string(*c.Lifecycle.StopSignal)
+	if !m.cfg.ContainerStopSignals {
+		return 0, fmt.Errorf("lifecycle.stopSignal %s needs the feature gate ContainerStopSignals, which is off on this node", sig)
+	}
+	v, ok := runtimeapi.Signal_value[criSignalName(sig)]
+	if !ok || v == int32(runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT) {
+		return 0, fmt.Errorf("lifecycle.stopSignal %s is not a signal the runtime knows", sig)
+	}
+	return runtimeapi.Signal(v), nil
+}
+
+// criSignalName is the CRI enum name of a signal ("SIGRTMAX-2" is
+// SIGNAL_SIGRTMAXMINUS2), signalName its reverse: upstream's
+// signalNameToRuntimeEnum table, as a rule.
+func criSignalName(sig string) string {
+	return "SIGNAL_" + strings.NewReplacer("-", "MINUS", "+", "PLUS").Replace(sig)
+}
+
+func signalName(s runtimeapi.Signal) v1.Signal {
+	return v1.Signal(strings.NewReplacer("MINUS", "-", "PLUS", "+").Replace(strings.TrimPrefix(s.String(), "SIGNAL_")))
+}
+
 func first(s []string) string {
 	if len(s) == 0 {
 		return ""
@@ -130,9 +164,11 @@ func first(s []string) string {
 }
 
 // containerMounts are c's volume mounts and its termination message file;
-// supportsRRO: the pod's runtime handler can make mounts recursively
-// read-only.
-func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[string]string, env func(string) (string, bool), supportsRRO bool) ([]*runtimeapi.Mount, error) {
+// imageVolumes are the images of the image volumes it mounts, by volume
+// name (ensureVolumeImages); supportsRRO: the pod's runtime handler can
+// make mounts recursively read-only.
+func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[string]string, imageVolumes map[string]*runtimeapi.ImageSpec,
+	env func(string) (string, bool), supportsRRO bool) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
 	for _, vm := range c.VolumeMounts {
 		host, ok := volumePaths[vm.Name]
@@ -147,20 +183,30 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[
 		if vm.SubPathExpr != "" {
 			sub = expand(vm.SubPathExpr, env)
 		}
-		if sub != "" {
+		mount := &runtimeapi.Mount{
+			ContainerPath:     vm.MountPath,
+			Readonly:          vm.ReadOnly || readOnlyVolume(pod, vm.Name),
+			RecursiveReadOnly: rro,
+			Propagation:       propagation(vm.MountPropagation),
+		}
+		switch image := imageVolumes[vm.Name]; {
+		case image != nil:
+			// The runtime mounts the image (its subPath, which it
+			// resolves inside the image and refuses when missing).
+			if err := checkSubPath(sub); err != nil {
+				return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
+			}
+			mount.Image, mount.ImageSubPath = image, sub
+		case sub != "":
 			p, err := subPathHost(host, sub)
 			if err != nil {
 				return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
 			}
-			host = p
+			mount.HostPath = p
+		default:
+			mount.HostPath = host
 		}
-		mounts = append(mounts, &runtimeapi.Mount{
-			ContainerPath:     vm.MountPath,
-			HostPath:          host,
-			Readonly:          vm.ReadOnly || readOnlyVolume(pod, vm.Name),
-			RecursiveReadOnly: rro,
-			Propagation:       propagation(vm.MountPropagation),
-		})
+		mounts = append(mounts, mount)
 	}
 	// The termination message file, mounted where the spec says.
 	if c.TerminationMessagePath != "" && !mountedAt(mounts, c.TerminationMessagePath) {
@@ -185,13 +231,21 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, volumePaths map[
 	return mounts, nil
 }
 
+// checkSubPath refuses an absolute subPath or one with '..', as upstream.
+func checkSubPath(sub string) error {
+	if filepath.IsAbs(sub) || strings.Contains("/"+sub+"/", "/../") {
+		return fmt.Errorf("subPath %q must be a relative path without '..'", sub)
+	}
+	return nil
+}
+
 // subPathHost is the host path of sub inside the volume at root, created
 // as a directory when missing. As upstream, a subPath may not be absolute,
 // hold '..', or lead out of the volume through a symlink (one a container
 // could have planted).
 func subPathHost(root, sub string) (string, error) {
-	if filepath.IsAbs(sub) || strings.Contains("/"+sub+"/", "/../") {
-		return "", fmt.Errorf("subPath %q must be a relative path without '..'", sub)
+	if err := checkSubPath(sub); err != nil {
+		return "", err
 	}
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
@@ -345,8 +399,6 @@ func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container) (*runti
 	return sc, nil
 }
 
-// readOnlyVolume reports whether the pod's volume named name is always
-// mounted read-only (podspec.ReadOnlyVolume).
 // SupportsRRO reports whether the pod's runtime handler makes recursive
 // read-only mounts (CRI Status's handler features), as upstream's
 // runtimeClassSupportsRecursiveReadOnlyMounts.
@@ -392,13 +444,11 @@ func supplementalGroupsPolicy(psc *v1.PodSecurityContext) (runtimeapi.Supplement
 	return runtimeapi.SupplementalGroupsPolicy(v), nil
 }
 
+// readOnlyVolume reports whether the pod's volume named name is always
+// mounted read-only (podspec.ReadOnlyVolume).
 func readOnlyVolume(pod *v1.Pod, name string) bool {
-	for i := range pod.Spec.Volumes {
-		if pod.Spec.Volumes[i].Name == name {
-			return podspec.ReadOnlyVolume(&pod.Spec.Volumes[i])
-		}
-	}
-	return false
+	v := podspec.VolumeNamed(&pod.Spec, name)
+	return v != nil && podspec.ReadOnlyVolume(v)
 }
 
 // containerDevices are the container's volumeDevices: each block volume's

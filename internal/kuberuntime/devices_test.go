@@ -25,7 +25,7 @@ func TestContainerConfigDevicePlugins(t *testing.T) {
 	}}
 	pod := testPod(v1.RestartPolicyAlways, nil, "app")
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "DEV", Value: "mine"}}
-	cfg, err := m.containerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, "img", podFacts{}, nil)
+	cfg, err := m.containerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, "img", podFacts{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,9 +47,11 @@ func crashLoopBackOff(maxDelay time.Duration, clk clock.Clock) *flowcontrol.Back
 	return b
 }
 
-// ImageEnsurer makes a container's image present and returns its reference.
+// ImageEnsurer makes a container's image, or an image volume's, present
+// and returns its reference (images.Puller).
 type ImageEnsurer interface {
 	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error)
+	EnsureVolumeImage(ctx context.Context, pod *v1.Pod, src *v1.ImageVolumeSource, sandbox *runtimeapi.PodSandboxConfig) (string, error)
 }
 
 // HookRunner runs lifecycle hooks (postStart, preStop).
@@ -82,6 +84,12 @@ type Config struct {
 	// profile of their own or their pod's run with RuntimeDefault, not
 	// Unconfined.
 	SeccompDefault bool
+	// ContainerStopSignals is the feature gate of that name: containers'
+	// lifecycle.stopSignal goes to the runtime and their status reports
+	// the runtime's stop signal. Off, a container with a stopSignal is
+	// refused (CreateContainerConfigError) rather than stopped with
+	// another signal.
+	ContainerStopSignals bool
 	// MaxParallelStarts bounds the sandboxes and containers being created
 	// at once (see startGate): 0 means max(8, 2 x CPUs), negative no limit.
 	MaxParallelStarts int
@@ -456,6 +464,11 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 		LogPath:                  s.LogPath,
 		TerminationMessagePolicy: s.Annotations[containerTerminationPolicyAnnotation],
 		User:                     containerUser(s.GetUser()),
+	}
+	if m.cfg.ContainerStopSignals && s.StopSignal != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
+		// As upstream: RUNTIME_DEFAULT is a runtime that does not say.
+		sig := signalName(s.StopSignal)
+		cs.StopSignal = &sig
 	}
 	if n, err := strconv.Atoi(s.Annotations[containerRestartCountAnnotation]); err == nil {
 		cs.RestartCount = n

@@ -40,7 +40,7 @@ func TestContainerConfigSwap(t *testing.T) {
 			}
 			var logs strings.Builder
 			ctx := klog.NewContext(context.Background(), funcr.New(func(prefix, args string) { logs.WriteString(args + "\n") }, funcr.Options{}))
-			cfg, err := m.containerConfig(ctx, pod, &pod.Spec.Containers[0], 0, "img", podFacts{}, nil)
+			cfg, err := m.containerConfig(ctx, pod, &pod.Spec.Containers[0], 0, "img", podFacts{}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

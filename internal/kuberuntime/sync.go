@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	crierrors "k8s.io/cri-api/pkg/errors"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/internal/images"
@@ -191,6 +193,20 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		m.backoff.Next(key, ts)
 	}
 
+	// As upstream: the images of the volumes it mounts first; a container
+	// waits for them as for its own.
+	imageVolumes, err := m.ensureVolumeImages(ctx, pod, c, sandboxCfg)
+	if err != nil {
+		var ie *images.Error
+		if errors.As(err, &ie) {
+			// As upstream: the pull's events are the pod's, the
+			// container's says which (Error: ErrImagePull).
+			m.event(pod, c, v1.EventTypeWarning, "Failed", "Error: "+ie.Reason)
+			return &kubecontainer.Waiting{Reason: ie.Reason, Message: ie.Message}, ie.RetryAfter, err
+		}
+		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		return &kubecontainer.Waiting{Reason: images.ReasonErrImagePull, Message: err.Error()}, images.BackoffInitial, err
+	}
 	imageRef, err := m.cfg.Images.EnsureImage(ctx, pod, c, sandboxCfg)
 	if err != nil {
 		var ie *images.Error
@@ -210,7 +226,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
 	}
-	cfg, err := m.containerConfig(ctx, pod, c, restartCount, imageRef, facts, volumePaths)
+	cfg, err := m.containerConfig(ctx, pod, c, restartCount, imageRef, facts, volumePaths, imageVolumes)
 	if err != nil {
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
@@ -244,6 +260,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return &kubecontainer.Waiting{Reason: kubecontainer.DefaultWaitingReason(pod)}, time.Second, err
 	}
 	id, err := m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
+	countImageVolumeMounts(len(imageVolumes), err)
 	if err != nil {
 		m.gate.release(true)
 		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
@@ -430,4 +447,41 @@ func syncFailed(res kubecontainer.SyncResult) bool {
 		}
 	}
 	return false
+}
+
+// ensureVolumeImages makes the images of the image volumes c mounts present
+// and returns their CRI image specs by volume name; a failure is the first
+// volume's that failed (an *images.Error).
+func (m *Manager) ensureVolumeImages(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxCfg *runtimeapi.PodSandboxConfig) (map[string]*runtimeapi.ImageSpec, error) {
+	var out map[string]*runtimeapi.ImageSpec
+	for _, vm := range c.VolumeMounts {
+		v := podspec.VolumeNamed(&pod.Spec, vm.Name)
+		if v == nil || v.Image == nil || out[vm.Name] != nil {
+			continue
+		}
+		ref, err := m.cfg.Images.EnsureVolumeImage(ctx, pod, v.Image, sandboxCfg)
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]*runtimeapi.ImageSpec{}
+		}
+		out[vm.Name] = &runtimeapi.ImageSpec{Image: ref, UserSpecifiedImage: v.Image.Reference, Annotations: pod.Annotations}
+	}
+	return out, nil
+}
+
+// countImageVolumeMounts counts a container's image volumes after its
+// create, as upstream's incrementImageVolumeMetrics: an error when the
+// runtime said it could not mount one, a success otherwise.
+func countImageVolumeMounts(n int, createErr error) {
+	if n == 0 {
+		return
+	}
+	metrics.ImageVolumeRequested.Add(float64(n))
+	if createErr != nil && strings.HasPrefix(grpcstatus.Convert(createErr).Message(), crierrors.ErrImageVolumeMountFailed.Error()) {
+		metrics.ImageVolumeMountedErrors.Add(float64(n))
+		return
+	}
+	metrics.ImageVolumeMountedSucceed.Add(float64(n))
 }

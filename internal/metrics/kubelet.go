@@ -64,6 +64,24 @@ var (
 		Namespace: "kubelet", Name: "started_user_namespaced_pods_errors_total",
 		Help: "[ALPHA] Cumulative number of errors when starting pods with user namespaces. This metric will only be collected on Linux.",
 	})
+
+	// ImageVolumeRequested, ImageVolumeMountedSucceed and
+	// ImageVolumeMountedErrors are upstream's kubelet_image_volume_*_total:
+	// the image volumes of the containers nodelet tried to start, and
+	// whether the runtime mounted them (a create refused with
+	// ImageVolumeMountFailed is an error).
+	ImageVolumeRequested = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "image_volume_requested_total",
+		Help: "[BETA] Number of requested image volumes.",
+	})
+	ImageVolumeMountedSucceed = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "image_volume_mounted_succeed_total",
+		Help: "[BETA] Number of successful image volume mounts.",
+	})
+	ImageVolumeMountedErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "image_volume_mounted_errors_total",
+		Help: "[BETA] Number of failed image volume mounts.",
+	})
 	// StartedContainers is kubelet_started_containers_total{container_type}.
 	StartedContainers = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "started_containers_total",
@@ -208,6 +226,7 @@ func init() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		NodeName, CRILosingSupport, PodStartDuration, PodWorkerDuration, StartedPods, StartedContainers,
 		StartedUserNamespacedPods, StartedUserNamespacedPodsErrors,
+		ImageVolumeRequested, ImageVolumeMountedSucceed, ImageVolumeMountedErrors,
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGRelistInterval, PLEGLastSeen, HTTPRequests, HTTPInflight, running,
 		Evictions, Preemptions, EvictionStatsAge, ImageGarbageCollected,

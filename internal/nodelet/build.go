@@ -173,9 +173,10 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	rtCfg := kuberuntime.Config{
 		Runtime: rs, Images: n.puller, Hooks: runner, Recorder: n.recorder, Clock: n.clock, PodLogsDir: cfg.PodLogsDir,
 		PodsDir: n.root.Pods(), RootDir: n.opts.RootDir, RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration, SeccompDefault: ptr.Deref(cfg.SeccompDefault, false),
-		CrashLoopBackOffMax: config.CrashLoopBackOffMax(cfg),
-		DNS:                 kuberuntime.DNSConfig{ResolvConf: *cfg.ResolverConfig, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain},
-		Resources:           n.cgroups.ResourceOptions(), PodCgroups: n.cgroups, NodeAllocatable: n.allocatable,
+		ContainerStopSignals: cfg.FeatureGates["ContainerStopSignals"],
+		CrashLoopBackOffMax:  config.CrashLoopBackOffMax(cfg),
+		DNS:                  kuberuntime.DNSConfig{ResolvConf: *cfg.ResolverConfig, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain},
+		Resources:            n.cgroups.ResourceOptions(), PodCgroups: n.cgroups, NodeAllocatable: n.allocatable,
 	}
 	if n.devices, err = devicemanager.New(devicemanager.Config{
 		Dir: n.root.DevicePlugins(), SourcesReady: n.sourcesReady.IsReady, OnChange: n.refreshNode,

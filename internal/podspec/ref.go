@@ -66,9 +66,10 @@ func GatesChanged(a, b *v1.Pod) bool {
 
 // ReadOnlyVolume reports whether containers get the volume read-only
 // whatever their volumeMount says: as upstream, the volumes whose files the
-// node agent writes (configMap, secret, downwardAPI, projected).
+// node agent writes (configMap, secret, downwardAPI, projected), and image
+// volumes (an image is never written to).
 func ReadOnlyVolume(v *v1.Volume) bool {
-	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
+	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil || v.Image != nil
 }
 
 // IsLocalEphemeralVolume reports whether the volume is the pod's local

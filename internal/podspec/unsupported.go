@@ -27,13 +27,10 @@ func Unsupported(pod *v1.Pod) []string {
 		}
 	}
 	all(func(path string, c *v1.Container) {
-		if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
-			out = append(out, path+".lifecycle.stopSignal (not supported by containerd 1.6)")
-		}
 		for i, d := range c.VolumeDevices {
 			// Only a PVC (or a generic ephemeral volume's) can be a block
 			// volume; whether its PV is one shows when it is set up.
-			if v := volumeNamed(spec, d.Name); v == nil || (v.PersistentVolumeClaim == nil && v.Ephemeral == nil) {
+			if v := VolumeNamed(spec, d.Name); v == nil || (v.PersistentVolumeClaim == nil && v.Ephemeral == nil) {
 				out = append(out, fmt.Sprintf("%s.volumeDevices[%d] (%s is not a persistentVolumeClaim or ephemeral volume)", path, i, d.Name))
 			}
 		}
@@ -49,7 +46,8 @@ func UnsupportedMessage(fields []string) string {
 	return "Pod uses what this node cannot provide: " + strings.Join(fields, "; ")
 }
 
-func volumeNamed(spec *v1.PodSpec, name string) *v1.Volume {
+// VolumeNamed is the pod's volume called name, nil when it has none.
+func VolumeNamed(spec *v1.PodSpec, name string) *v1.Volume {
 	for i := range spec.Volumes {
 		if spec.Volumes[i].Name == name {
 			return &spec.Volumes[i]

@@ -176,6 +176,7 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 			s.RestartCount = int32(latest.RestartCount)
 			s.State = containerState(latest, c, prefix)
 			s.User = latest.User
+			s.StopSignal = latest.StopSignal
 			if p := rs.Previous(c.Name); p != nil && p.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 				s.LastTerminationState = containerState(p, c, prefix)
 			}

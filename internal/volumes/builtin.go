@@ -23,7 +23,20 @@ func (m *Manager) registerBuiltins() {
 	// memory, never on disk, as upstream.
 	m.Register("secret", &projectionPlugin{m: m, name: "kubernetes.io~secret", tmpfs: true})
 	m.Register("projected", &projectionPlugin{m: m, name: "kubernetes.io~projected", tmpfs: true})
+	m.Register("image", imagePlugin{})
 }
+
+// imagePlugin: an OCI image or artifact mounted read-only by the runtime
+// (CRI Mount.image). The node has nothing to prepare: the image is pulled
+// with the pod's credentials when a container mounting it starts
+// (kuberuntime), as upstream's image volume plugin, which does nothing
+// either. Its host path is empty.
+type imagePlugin struct{}
+
+func (imagePlugin) Name() string                                   { return "kubernetes.io~image" }
+func (imagePlugin) CanSupport(spec *v1.Volume) bool                { return spec.Image != nil }
+func (imagePlugin) SetUp(context.Context, *Volume) (string, error) { return "", nil }
+func (imagePlugin) TearDown(context.Context, string) error         { return nil }
 
 // emptyDirPlugin: a directory of the pod on the node's disk, or a tmpfs
 // sized by sizeLimit (medium Memory).

@@ -11,7 +11,8 @@
 //     k8s.io/kubernetes/test/images/agnhost on the busybox userland, with
 //     this machine's bash and curl (exec hooks and probe scripts call them),
 //     the porter certificates and the image's own user 1000 and group 50000;
-//   - kitten and nautilus 1.8: agnhost with their pictures, serving them;
+//   - kitten and nautilus 1.8: agnhost with their pictures, serving them,
+//     and the real images' os-release (Alpine's, their base);
 //   - glibc-dns-testing 2.1.1: this machine's dash and glibc hostname on
 //     the busybox applets;
 //   - nonroot 1.5: busybox as user 1234;
@@ -153,6 +154,10 @@ func build(bin, src, pause, busybox, nginx string) ([]imagebuild.Image, error) {
 		push(add(imagebuild.Append(agnhost, []imagebuild.Entry{
 			{Name: pic + ".jpg", Mode: 0o644, Data: read(filepath.Join(html, pic+".jpg"))},
 			{Name: "data.json", Mode: 0o644, Data: read(filepath.Join(html, "data.json"))},
+			// The real images are agnhost on alpine:3.21: upstream's
+			// ImageVolume tests read the os-release of kitten mounted as
+			// a volume.
+			{Name: "etc/os-release", Mode: 0o644, Data: []byte(alpineOSRelease)},
 		}, webCfg)), "e2e-test-images/"+pic+":1.8")
 	}
 	if nginx != "" {
@@ -198,4 +203,14 @@ http {
 const nginxIndex = `<!DOCTYPE html>
 <html><head><title>Welcome to nginx!</title></head>
 <body><h1>Welcome to nginx!</h1></body></html>
+`
+
+// alpineOSRelease is the /etc/os-release of the real kitten and nautilus
+// images (their base, alpine:3.21).
+const alpineOSRelease = `NAME="Alpine Linux"
+ID=alpine
+VERSION_ID=3.21
+PRETTY_NAME="Alpine Linux v3.21"
+HOME_URL="https://alpinelinux.org/"
+BUG_REPORT_URL="https://gitlab.alpinelinux.org/alpine/aports/-/issues"
 `
