@@ -712,6 +712,11 @@ func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	if on, set := c.FeatureGates["KubeletCrashLoopBackOffMax"]; (on || !set) && c.CrashLoopBackOff.MaxContainerRestartPeriod == nil {
 		c.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: 300 * time.Second}
 	}
+	// KubeletEnsureSecretPulledImages (beta, on by default): upstream's
+	// default policy.
+	if EnsureSecretPulledImages(c) && c.ImagePullCredentialsVerificationPolicy == "" {
+		c.ImagePullCredentialsVerificationPolicy = kubeletv1beta1.NeverVerifyPreloadedImages
+	}
 	if c.CPUCFSQuota == nil {
 		c.CPUCFSQuota = ptr.To(true)
 	}

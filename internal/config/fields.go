@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/nodelet/nodelet/internal/images/pullmanager"
 	"github.com/nodelet/nodelet/internal/userns"
 )
 
@@ -70,7 +72,6 @@ const (
 	whyMemManager   = "the memory manager is not implemented yet"
 	whyTopology     = "the topology manager is not implemented yet"
 	whyPullRate     = "image pulls are not rate-limited"
-	whyPullVerify   = "nodelet does not re-verify the pull credentials of images already on the node"
 	whyMemoryQoS    = "MemoryQoS is not implemented: containers get memory.high=max and no memory.min or memory.low"
 )
 
@@ -132,10 +133,12 @@ var fieldStatuses = []FieldStatus{
 		Note: "nodelet never rate-limits pulls: 0 (no limit) is what it does; upstream's default of 5 is not applied (set explicitly, it is accepted with a warning).", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "registryBurst", Status: Refused, Why: whyPullRate, UpstreamDefault: `10`,
 		Note: "Image pulls are not rate-limited; upstream's default 10 set explicitly is accepted with a warning.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "imagePullCredentialsVerificationPolicy", Status: Refused, Why: whyPullVerify, Accept: []string{`"NeverVerify"`}, UpstreamDefault: `"NeverVerifyPreloadedImages"`,
-		Note: "nodelet behaves as NeverVerify (which it accepts); upstream's default is NeverVerifyPreloadedImages.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "preloadedImagesVerificationAllowlist", Status: Refused, Why: whyPullVerify,
-		Note: "Only meaningful with the NeverVerifyAllowlistedImages policy, which is not implemented.", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "imagePullCredentialsVerificationPolicy", Status: Honoured,
+		Note: "KubeletEnsureSecretPulledImages (beta, on): whether a pod may use an image already on the node without presenting the credentials it was pulled with (NeverVerify, NeverVerifyPreloadedImages: the default, NeverVerifyAllowlistedImages, AlwaysVerify); the pull records in <root-dir>/image_manager, upstream's files (internal/images/pullmanager). Upstream's validation: only with the gate on.",
+		Test: "internal/images TestEnsureSecretPulledImages; e2e TestClusterEnsureSecretPulledImages", check: checkPullVerification},
+	{Path: "preloadedImagesVerificationAllowlist", Status: Honoured,
+		Note: "Images (upstream's patterns: a repository, or a prefix ending in /*) that need no verification under NeverVerifyAllowlistedImages; refused with any other policy, as upstream.",
+		Test: "internal/images/pullmanager policy tests; TestUnsupportedFieldsRefused (invalid values)"},
 	{Path: "eventRecordQPS", Status: Honoured, Note: "Rate limit of the events client. No test sets it."},
 	{Path: "eventBurst", Status: Honoured, Note: "Burst of the events client. No test sets it."},
 	{Path: "enableDebuggingHandlers", Status: Honoured, Note: "logs, exec, attach, port-forward, run and pprof; off: upstream's 405 answers.",
@@ -260,7 +263,7 @@ var fieldStatuses = []FieldStatus{
 		Note: "Deprecated upstream: no longer has any effect there either; 0 to 31, as upstream validates.",
 		Test: "TestUnsupportedFieldsRefused (out of range)"},
 	{Path: "featureGates", Status: Refused,
-		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused). Accepted: any v1.37.2 gate at its default, MemoryQoS and KubeletEnsureSecretPulledImages false (what nodelet does). Refused: any other value, and unknown gates.",
+		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream). Accepted: any v1.37.2 gate at its default, MemoryQoS false (what nodelet does). Refused: any other value, and unknown gates.",
 		Test: "TestUnsupportedFieldsRefused; TestCrashLoopBackOffMax; e2e TestEventedPLEG", check: checkFeatureGates},
 	{Path: "failSwapOn", Status: Honoured, Note: "Refuses to start with swap on.",
 		Test: "internal/nodelet TestCheckSwap; TestSwapAndCgroupV1Settings"},
@@ -370,6 +373,8 @@ var nodeletGates = map[string]bool{
 	// On: lifecycle.stopSignal to the runtime, stopSignal in the status;
 	// off: a container with one is refused (kuberuntime.Config).
 	"ContainerStopSignals": true,
+	// On: image pull records and credential verification (images.Config.Pulls).
+	"KubeletEnsureSecretPulledImages": true,
 }
 
 // gatesNodeletMatches are gates nodelet does not implement, with the value
@@ -378,8 +383,7 @@ var gatesNodeletMatches = map[string]struct {
 	value bool
 	why   string
 }{
-	"MemoryQoS":                       {false, whyMemoryQoS},
-	"KubeletEnsureSecretPulledImages": {false, whyPullVerify},
+	"MemoryQoS": {false, whyMemoryQoS},
 }
 
 // checkFeatureGates refuses the gates nodelet does not act on when they
@@ -469,6 +473,29 @@ func checkUserNamespaces(c *kubeletv1beta1.KubeletConfiguration) []error {
 		return []error{err}
 	}
 	return nil
+}
+
+// checkPullVerification is upstream's validation of the image pull
+// credential verification settings, with its messages.
+func checkPullVerification(c *kubeletv1beta1.KubeletConfiguration) []error {
+	if !EnsureSecretPulledImages(c) {
+		var errs []error
+		if c.ImagePullCredentialsVerificationPolicy != "" {
+			errs = append(errs, errors.New("invalid configuration: `imagePullCredentialsVerificationPolicy` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"))
+		}
+		if len(c.PreloadedImagesVerificationAllowlist) > 0 {
+			errs = append(errs, errors.New("invalid configuration: `preloadedImagesVerificationAllowlist` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"))
+		}
+		return errs
+	}
+	return pullmanager.Validate(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist)
+}
+
+// EnsureSecretPulledImages reports whether the KubeletEnsureSecretPulledImages
+// gate (beta, on by default) is on.
+func EnsureSecretPulledImages(c *kubeletv1beta1.KubeletConfiguration) bool {
+	on, set := c.FeatureGates["KubeletEnsureSecretPulledImages"]
+	return on || !set
 }
 
 // nodeletDefaults is a KubeletConfiguration with nothing set but

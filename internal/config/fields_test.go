@@ -251,7 +251,7 @@ var refusedValues = map[string]string{
 	"tlsCurvePreferences":                       `[23]`,
 	"registryPullQPS":                           `10`,
 	"registryBurst":                             `20`,
-	"imagePullCredentialsVerificationPolicy":    `"AlwaysVerify"`,
+	"imagePullCredentialsVerificationPolicy":    `"Sometimes"`,
 	"preloadedImagesVerificationAllowlist":      `["registry.k8s.io/pause"]`,
 	"enableContentionProfiling":                 `true`,
 	"systemCgroups":                             `"/system.slice"`,

@@ -188,10 +188,13 @@ func newCache(c clock.Clock) cache.Store {
 // run for it (image not matched; in service account mode, no service
 // account when one is required, or a required annotation missing), which
 // is not an error.
-func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (auths map[string]Auth, ok bool, err error) {
+//
+// sa is the service account the credentials were given for (service
+// account mode with a service account), nil when they are the node's.
+func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (auths map[string]Auth, sa *ServiceAccount, ok bool, err error) {
 	logger := klog.FromContext(ctx)
 	if !p.isImageAllowed(image) {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 
 	var (
@@ -205,7 +208,7 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (au
 	if p.serviceAccountProvider != nil {
 		if len(serviceAccountName) == 0 && p.serviceAccountProvider.requireServiceAccount {
 			logger.V(5).Info("Service account name is empty", "provider", p.name, "image", image, "pod", klog.KRef(pod.Namespace, pod.Name), "podUID", pod.UID)
-			return nil, false, nil
+			return nil, nil, false, nil
 		}
 		// Without a service account (and not required: e.g. static pods),
 		// the plugin runs without a token.
@@ -213,12 +216,12 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (au
 			if serviceAccountUID, saAnnotations, err = p.serviceAccountProvider.getServiceAccountData(ctx, pod.Namespace, serviceAccountName); err != nil {
 				if isRequiredAnnotationNotFoundError(err) {
 					logger.V(5).Info("Failed to get service account data", "err", err, "provider", p.name, "image", image, "pod", klog.KRef(pod.Namespace, pod.Name), "podUID", pod.UID, "serviceAccount", klog.KRef(pod.Namespace, serviceAccountName))
-					return nil, false, nil
+					return nil, nil, false, nil
 				}
-				return nil, false, fmt.Errorf("failed to get service account: %w", err)
+				return nil, nil, false, fmt.Errorf("failed to get service account: %w", err)
 			}
 			if serviceAccountToken, err = p.serviceAccountProvider.getServiceAccountToken(ctx, pod.Namespace, pod.Name, serviceAccountName, serviceAccountUID, pod.UID); err != nil {
-				return nil, false, fmt.Errorf("failed to get service account token: %w", err)
+				return nil, nil, false, fmt.Errorf("failed to get service account token: %w", err)
 			}
 			serviceAccountTokenHash = getHashIfNotEmpty(serviceAccountToken)
 			serviceAccountCacheKey, err = generateServiceAccountCacheKey(cacheKeyParams{
@@ -232,17 +235,18 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (au
 				cacheType:          p.serviceAccountProvider.cacheType,
 			})
 			if err != nil {
-				return nil, false, fmt.Errorf("error generating service account cache key: %w", err)
+				return nil, nil, false, fmt.Errorf("error generating service account cache key: %w", err)
 			}
+			sa = &ServiceAccount{UID: serviceAccountUID, Namespace: pod.Namespace, Name: serviceAccountName}
 		}
 	}
 
 	cached, found, err := p.getCachedCredentials(image, serviceAccountCacheKey)
 	if err != nil {
-		return nil, false, fmt.Errorf("failed to get cached docker config: %w", err)
+		return nil, nil, false, fmt.Errorf("failed to get cached docker config: %w", err)
 	}
 	if found {
-		return maps.Clone(cached), true, nil
+		return maps.Clone(cached), sa, true, nil
 	}
 
 	// Concurrent requests for the same image share one execution. The
@@ -253,7 +257,7 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (au
 	singleFlightKey := image
 	if p.serviceAccountProvider != nil && len(serviceAccountName) > 0 {
 		if singleFlightKey, err = generateSingleFlightKey(image, serviceAccountTokenHash, saAnnotations); err != nil {
-			return nil, false, fmt.Errorf("error generating singleflight key: %w", err)
+			return nil, nil, false, fmt.Errorf("error generating singleflight key: %w", err)
 		}
 	}
 	// The execution is shared: it does not end with this caller's context
@@ -266,14 +270,14 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (au
 	select {
 	case res = <-ch:
 	case <-ctx.Done():
-		return nil, false, ctx.Err()
+		return nil, nil, false, ctx.Err()
 	}
 	if res.Err != nil {
-		return nil, false, fmt.Errorf("failed to get credential from external registry credential provider: %w", res.Err)
+		return nil, nil, false, fmt.Errorf("failed to get credential from external registry credential provider: %w", res.Err)
 	}
 	response, isResponse := res.Val.(*credentialproviderapi.CredentialProviderResponse)
 	if !isResponse || response == nil {
-		return nil, false, fmt.Errorf("invalid response type returned by external credential provider: %T", res.Val)
+		return nil, nil, false, fmt.Errorf("invalid response type returned by external credential provider: %T", res.Val)
 	}
 
 	if len(serviceAccountToken) > 0 && p.serviceAccountProvider.cacheType != configv1.TokenServiceAccountTokenCacheType {
@@ -281,7 +285,7 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (au
 		// registry credentials.
 		for _, authConfig := range response.Auth {
 			if authConfig.Password == serviceAccountToken {
-				return nil, false, fmt.Errorf("credential provider plugin returned the service account token as the password which is not allowed when service account cache type is not set to 'Token'")
+				return nil, nil, false, fmt.Errorf("credential provider plugin returned the service account token as the password which is not allowed when service account cache type is not set to 'Token'")
 			}
 		}
 	}
@@ -295,7 +299,7 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (au
 	case credentialproviderapi.GlobalPluginCacheKeyType:
 		cacheKey = globalCacheKey
 	default:
-		return nil, false, fmt.Errorf("credential provider plugin did not return a valid cacheKeyType: %s", cacheKeyType)
+		return nil, nil, false, fmt.Errorf("credential provider plugin did not return a valid cacheKeyType: %s", cacheKeyType)
 	}
 
 	auths = make(map[string]Auth, len(response.Auth))
@@ -305,17 +309,17 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (au
 
 	expiresAt, doCache := p.expiry(response.CacheDuration)
 	if !doCache {
-		return auths, true, nil
+		return auths, sa, true, nil
 	}
 
 	cacheKey, err = generateCacheKey(cacheKey, serviceAccountCacheKey)
 	if err != nil {
-		return nil, false, fmt.Errorf("error generating cache key: %w", err)
+		return nil, nil, false, fmt.Errorf("error generating cache key: %w", err)
 	}
 	if err := p.cache.Add(&cacheEntry{key: cacheKey, credentials: auths, expiresAt: expiresAt}); err != nil {
-		return nil, false, fmt.Errorf("failed to add credentials to cache: %w", err)
+		return nil, nil, false, fmt.Errorf("failed to add credentials to cache: %w", err)
 	}
-	return maps.Clone(auths), true, nil
+	return maps.Clone(auths), sa, true, nil
 }
 
 // expiry is when an answer with cacheDuration expires from the cache, and

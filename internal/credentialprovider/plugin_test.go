@@ -104,7 +104,7 @@ func TestSingleflightProvide(t *testing.T) {
 			var wg sync.WaitGroup
 			for range concurrentCalls {
 				wg.Go(func() {
-					if _, _, err := p.provide(t.Context(), "test.registry.io", pod); err != nil {
+					if _, _, _, err := p.provide(t.Context(), "test.registry.io", pod); err != nil {
 						t.Error(err)
 					}
 				})
@@ -160,13 +160,13 @@ func TestProvideCallerContextEnds(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
 		go func() {
-			_, _, err := p.provide(ctx, "test.registry.io/a", Pod{})
+			_, _, _, err := p.provide(ctx, "test.registry.io/a", Pod{})
 			errc <- err
 		}()
 		var other map[string]Auth
 		done := make(chan struct{})
 		go func() {
-			other, _, _ = p.provide(t.Context(), "test.registry.io/a", Pod{})
+			other, _, _, _ = p.provide(t.Context(), "test.registry.io/a", Pod{})
 			close(done)
 		}()
 		synctest.Wait()
@@ -381,7 +381,7 @@ func TestProvide(t *testing.T) {
 			tc.provider.clock = tclock
 			tc.provider.lastCachePurge = tclock.Now()
 			tc.provider.cache = newCache(tclock)
-			got, ok, err := tc.provider.provide(t.Context(), tc.image, tc.pod)
+			got, _, ok, err := tc.provider.provide(t.Context(), tc.image, tc.pod)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -450,8 +450,14 @@ func TestProvideServiceAccountRequest(t *testing.T) {
 					optionalServiceAccountAnnotationKeys: []string{"a.io/opt", "a.io/missing"},
 				}}
 			for _, uid := range []types.UID{"uid-1", "uid-2"} {
-				if _, ok, err := p.provide(t.Context(), "r.io/img", Pod{Namespace: "ns", Name: "pod-" + string(uid), UID: uid, ServiceAccountName: "sa"}); err != nil || !ok {
+				_, sa, ok, err := p.provide(t.Context(), "r.io/img", Pod{Namespace: "ns", Name: "pod-" + string(uid), UID: uid, ServiceAccountName: "sa"})
+				if err != nil || !ok {
 					t.Fatalf("provide: %v, %v", ok, err)
+				}
+				// The credentials are the service account's (image pull
+				// records keep it), from the cache too.
+				if want := (ServiceAccount{UID: "sa-uid", Namespace: "ns", Name: "sa"}); sa == nil || *sa != want {
+					t.Errorf("service account %+v, want %+v", sa, want)
 				}
 			}
 			tr := tokens.requests[0]
@@ -500,7 +506,7 @@ func Test_ProvideParallel(t *testing.T) {
 			for range 5 {
 				wg.Go(func() {
 					image := registry + "/" + rand.String(5)
-					got, _, err := p.provide(context.Background(), image, Pod{})
+					got, _, _, err := p.provide(context.Background(), image, Pod{})
 					if err != nil || !reflect.DeepEqual(got, want) {
 						t.Errorf("unexpected docker config for image %s: %v (%v), expected: %v", image, got, err, want)
 					}
@@ -803,7 +809,7 @@ func Test_NoCacheResponse(t *testing.T) {
 			auth:          map[string]credentialproviderapi.AuthConfig{"*.registry.io": {Username: "user", Password: "password"}},
 		},
 	}
-	got, _, err := p.provide(t.Context(), "test.registry.io/foo/bar", Pod{})
+	got, _, _, err := p.provide(t.Context(), "test.registry.io/foo/bar", Pod{})
 	if want := map[string]Auth{"*.registry.io": {Username: "user", Password: "password"}}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("provide = %v, %v; want %v", got, err, want)
 	}
@@ -850,7 +856,7 @@ func TestExpiry(t *testing.T) {
 	p := &pluginProvider{clock: fc, lastCachePurge: fc.Now(), cache: newCache(fc), matchImages: []string{"r.io"}, defaultCacheDuration: time.Minute,
 		plugin: &nilDurationPlugin{fakeExecPlugin{cacheKeyType: credentialproviderapi.ImagePluginCacheKeyType,
 			auth: map[string]credentialproviderapi.AuthConfig{"r.io": {Username: "u"}}}}}
-	if _, _, err := p.provide(t.Context(), "r.io/a", Pod{}); err != nil {
+	if _, _, _, err := p.provide(t.Context(), "r.io/a", Pod{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, _ := p.getCachedCredentials("r.io/a", ""); !found {
@@ -1115,7 +1121,7 @@ func Test_CacheKeyGeneration(t *testing.T) {
 			pod := Pod{Name: "pod-name", Namespace: "namespace", UID: "pod-uid", ServiceAccountName: "service-account-name"}
 			want := map[string]Auth{"*.registry.io": {Username: "user", Password: "password"}}
 
-			got, _, err := p.provide(t.Context(), testImage, pod)
+			got, _, _, err := p.provide(t.Context(), testImage, pod)
 			if err != nil || !reflect.DeepEqual(got, want) {
 				t.Fatalf("provide = %v, %v", got, err)
 			}
@@ -1126,7 +1132,7 @@ func Test_CacheKeyGeneration(t *testing.T) {
 
 			// A cache hit does not run the plugin.
 			p.plugin = nil
-			if got, _, err := p.provide(t.Context(), testImage, pod); err != nil || !reflect.DeepEqual(got, want) {
+			if got, _, _, err := p.provide(t.Context(), testImage, pod); err != nil || !reflect.DeepEqual(got, want) {
 				t.Errorf("cached provide = %v, %v", got, err)
 			}
 		})

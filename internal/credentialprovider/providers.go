@@ -68,6 +68,18 @@ type Auth struct {
 type Result struct {
 	Provider string
 	Auths    map[string]Auth
+	// ServiceAccount is the pod's service account the credentials were
+	// given for (a provider in service account token mode), nil when they
+	// are the node's (any pod may use them).
+	ServiceAccount *ServiceAccount
+}
+
+// ServiceAccount names a service account, as upstream's
+// ServiceAccountCoordinates (what image pull records keep).
+type ServiceAccount struct {
+	UID       types.UID
+	Namespace string
+	Name      string
 }
 
 // ProviderError is the failure of one provider for an image.
@@ -187,7 +199,7 @@ func newPluginProvider(cfg Config, provider configv1.CredentialProvider, m *metr
 func (p *Providers) Lookup(ctx context.Context, image string, pod Pod) (results []Result, errs []error) {
 	logger := klog.FromContext(ctx)
 	for _, pp := range p.providers {
-		auths, ok, err := pp.provide(ctx, image, pod)
+		auths, sa, ok, err := pp.provide(ctx, image, pod)
 		if err != nil {
 			if pp.serviceAccountProvider != nil {
 				logger.Error(err, "Failed to provide credentials for image", "provider", pp.name, "image", image, "pod", klog.KRef(pod.Namespace, pod.Name), "podUID", pod.UID, "serviceAccount", klog.KRef(pod.Namespace, pod.ServiceAccountName))
@@ -198,7 +210,7 @@ func (p *Providers) Lookup(ctx context.Context, image string, pod Pod) (results 
 			continue
 		}
 		if ok {
-			results = append(results, Result{Provider: pp.name, Auths: auths})
+			results = append(results, Result{Provider: pp.name, Auths: auths, ServiceAccount: sa})
 		}
 	}
 	return results, errs

@@ -240,10 +240,13 @@ func TestImageVolumesInUse(t *testing.T) {
 		containers: []*runtimeapi.Container{{Id: "c1", ImageRef: "sha256:app", State: runtimeapi.ContainerState_CONTAINER_RUNNING}},
 		mounts:     map[string][]string{"c1": {"sha256:vol"}},
 	}
+	var left []string
+	var leftAt time.Time
 	m, err := New(Config{
 		Images: imgs, Runtime: rt, FsStats: func(context.Context) (int64, int64, error) { return 1000, 900, nil },
 		HighThresholdPercent: 85, LowThresholdPercent: 80, StateFile: filepath.Join(t.TempDir(), "image-gc.json"), Clock: clk,
 		Recorder: record.NewFakeRecorder(10), Node: &v1.ObjectReference{Kind: "Node", Name: "n"},
+		AfterCollect: func(_ context.Context, images []string, began time.Time) { left, leftAt = images, began },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +256,10 @@ func TestImageVolumesInUse(t *testing.T) {
 	}
 	if got := strings.Join(imgs.removed, ","); got != "sha256:old" {
 		t.Errorf("removed %s, want only sha256:old (sha256:vol is mounted)", got)
+	}
+	// The images left, for the image pull records.
+	if got := strings.Join(left, ","); got != "sha256:app,sha256:vol" || !leftAt.Equal(t0) {
+		t.Errorf("AfterCollect got %s at %v", got, leftAt)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -59,6 +60,10 @@ type Config struct {
 	Node     *v1.ObjectReference
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
+	// AfterCollect, when set, gets the images left after each collection
+	// and the time the collection began, before it listed them (upstream's
+	// post-GC hooks: the image pull records of images gone are pruned).
+	AfterCollect func(ctx context.Context, images []string, began time.Time)
 }
 
 // Manager collects unused images.
@@ -151,6 +156,7 @@ func (m *Manager) GarbageCollect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer m.afterCollect(ctx, now)
 	removed, err := m.remove(ctx, Old(cands, now, m.began, m.cfg.MaxAge), ReasonAge)
 	if err != nil {
 		return fmt.Errorf("wanted to free images older than %v: %w", m.cfg.MaxAge, err)
@@ -210,8 +216,23 @@ func (m *Manager) Reclaim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer m.afterCollect(ctx, now)
 	_, err = m.remove(ctx, ForSpace(cands, -1, now, m.cfg.MinAge), ReasonSpace)
 	return err
+}
+
+// afterCollect gives AfterCollect the images left: the records' (detect
+// keeps one per image the runtime listed, remove drops those removed).
+func (m *Manager) afterCollect(ctx context.Context, began time.Time) {
+	if m.cfg.AfterCollect == nil {
+		return
+	}
+	left := make([]string, 0, len(m.records))
+	for id := range m.records {
+		left = append(left, id)
+	}
+	sort.Strings(left)
+	m.cfg.AfterCollect(ctx, left, began)
 }
 
 // remove removes the images, counting them by reason; it goes on after a

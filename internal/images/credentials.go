@@ -16,8 +16,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/internal/credentialprovider"
+	"github.com/nodelet/nodelet/internal/images/pullmanager"
 )
 
 // SecretGetter reads the Secrets named in a pod's imagePullSecrets (in
@@ -34,6 +36,13 @@ type Credential struct {
 	Secret string
 	// Provider is the credential provider plugin's name.
 	Provider string
+
+	// What image pull records keep (KubeletEnsureSecretPulledImages): the
+	// pull secret with the hash of this credential, or the service account
+	// a provider gave it for; neither: a credential of the node, which
+	// every pod has.
+	secret         *kubeletconfigv1beta1.ImagePullSecret
+	serviceAccount *kubeletconfigv1beta1.ImagePullServiceAccount
 }
 
 // ReasonCredentialProviderFailed is the Warning event of a credential
@@ -58,7 +67,11 @@ func (p *Puller) providerCredentials(ctx context.Context, pod *v1.Pod, image str
 		for k, a := range r.Auths {
 			cfg[k] = dockerConfigEntry{Username: a.Username, Password: a.Password}
 		}
-		if err := kr.addFrom(credentialSource{provider: r.Provider}, cfg); err != nil {
+		src := credentialSource{provider: r.Provider}
+		if sa := r.ServiceAccount; sa != nil {
+			src.serviceAccount = &kubeletconfigv1beta1.ImagePullServiceAccount{UID: string(sa.UID), Namespace: sa.Namespace, Name: sa.Name}
+		}
+		if err := kr.addFrom(src, cfg); err != nil {
 			errs = append(errs, &credentialprovider.ProviderError{Provider: r.Provider, Image: repo, Err: err})
 		}
 	}
@@ -66,8 +79,13 @@ func (p *Puller) providerCredentials(ctx context.Context, pod *v1.Pod, image str
 	return kr.lookup(repo), errs
 }
 
-// credentialSource says where a keyring entry came from.
-type credentialSource struct{ secret, provider string }
+// credentialSource says where a keyring entry came from: a pull secret (its
+// object when there is one) or a provider (for a service account).
+type credentialSource struct {
+	secret, provider string
+	secretObject     *v1.Secret
+	serviceAccount   *kubeletconfigv1beta1.ImagePullServiceAccount
+}
 
 // podCredentials are the credentials of a pod's imagePullSecrets that match
 // image, most specific registry path first, as upstream's keyring orders
@@ -139,7 +157,7 @@ func keyringFromSecrets(secrets []*v1.Secret) (*keyring, error) {
 		default:
 			continue
 		}
-		if err := kr.addFrom(credentialSource{secret: s.Namespace + "/" + s.Name}, cfg); err != nil {
+		if err := kr.addFrom(credentialSource{secret: s.Namespace + "/" + s.Name, secretObject: s}, cfg); err != nil {
 			return nil, fmt.Errorf("image pull secret %s/%s: %w", s.Namespace, s.Name, err)
 		}
 	}
@@ -183,10 +201,15 @@ func (kr *keyring) addFrom(source credentialSource, cfg map[string]dockerConfigE
 		if _, ok := kr.creds[key]; !ok {
 			kr.index = append(kr.index, key)
 		}
-		kr.creds[key] = append(kr.creds[key], Credential{
+		c := Credential{
 			Auth:   &runtimeapi.AuthConfig{Username: user, Password: password},
-			Secret: source.secret, Provider: source.provider,
-		})
+			Secret: source.secret, Provider: source.provider, serviceAccount: source.serviceAccount,
+		}
+		if s := source.secretObject; s != nil {
+			c.secret = &kubeletconfigv1beta1.ImagePullSecret{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name,
+				CredentialHash: pullmanager.CredentialHash(user, password, e.Email)}
+		}
+		kr.creds[key] = append(kr.creds[key], c)
 	}
 	return nil
 }

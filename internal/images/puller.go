@@ -15,9 +15,11 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/credentialprovider"
+	"github.com/nodelet/nodelet/internal/images/pullmanager"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
@@ -73,6 +75,19 @@ type Config struct {
 	// Providers are the image credential provider plugins
 	// (--image-credential-provider-config); nil: none.
 	Providers CredentialProviders
+	// Pulls are the image pull records of KubeletEnsureSecretPulledImages
+	// (pullmanager.Manager): whether a pod may use an image already on the
+	// node with its credentials; nil: any pod may (the gate off).
+	Pulls PullRecords
+}
+
+// PullRecords keep which credentials images were pulled with
+// (pullmanager.Manager).
+type PullRecords interface {
+	RecordPullIntent(ctx context.Context, image string) error
+	RecordImagePulled(ctx context.Context, image, imageRef string, credentials *kubeletconfigv1beta1.ImagePullCredentials)
+	RecordImagePullFailed(ctx context.Context, image string)
+	MustAttemptImagePull(ctx context.Context, image, imageRef string, getPodCredentials pullmanager.GetPodCredentials) (bool, error)
 }
 
 // CredentialProviders give the credentials of the image credential
@@ -88,6 +103,7 @@ type Puller struct {
 	clock     clock.Clock
 	secrets   SecretGetter
 	providers CredentialProviders
+	pulls     PullRecords
 	backoff   *flowcontrol.Backoff
 	// tokens bounds the pulls in flight; nil: no bound.
 	tokens chan struct{}
@@ -133,6 +149,7 @@ func New(cfg Config) (*Puller, error) {
 		clock:     cfg.Clock,
 		secrets:   cfg.Secrets,
 		providers: cfg.Providers,
+		pulls:     cfg.Pulls,
 		backoff:   flowcontrol.NewFakeBackOff(BackoffInitial, BackoffMax, cfg.Clock),
 		inflight:  map[string]*flight{},
 		failures:  map[string]failure{},
@@ -188,16 +205,61 @@ func (p *Puller) ensure(ctx context.Context, pod *v1.Pod, r request, sandbox *ru
 			ref = st.GetImage().GetId()
 		}
 	}
+	// The pod's credentials for the image, looked up once and only when
+	// needed: to verify it may use an image on the node, or to pull.
+	lookup := sync.OnceValue(func() credentialLookup { return p.lookupCredentials(ctx, pod, c, image) })
 	if ref != "" {
-		p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", r.image))
-		return ref, nil
+		if p.pulls == nil {
+			p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", r.image))
+			return ref, nil
+		}
+		// KubeletEnsureSecretPulledImages: an image on the node is the
+		// pod's if the policy says so or the pod presents credentials it
+		// was pulled with; else it is pulled again with the pod's own
+		// credentials (which the registry checks).
+		must, err := p.pulls.MustAttemptImagePull(ctx, r.image, ref, lookup().recordCredentials)
+		if err != nil {
+			msg := fmt.Sprintf("Failed to verify the pod's credentials for image %q: %v", r.image, err)
+			p.event(pod, c, v1.EventTypeWarning, "Failed", msg)
+			return "", &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: BackoffInitial}
+		}
+		if !must {
+			p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", r.image))
+			return ref, nil
+		}
 	}
 	if r.policy == v1.PullNever {
+		// Not on the node, or not the pod's to use: as upstream, the
+		// same answer, not to reveal which.
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", r.image)
 		p.event(pod, c, v1.EventTypeWarning, ReasonErrImageNeverPull, msg)
 		return "", &Error{Reason: ReasonErrImageNeverPull, Message: msg, RetryAfter: BackoffInitial}
 	}
 
+	if p.pulls != nil {
+		// As upstream: an intent before the pull (a pull interrupted by a
+		// restart is known), a record of its credentials after it.
+		if err := p.pulls.RecordPullIntent(ctx, r.image); err != nil {
+			msg := fmt.Sprintf("Failed to record image pull intent for container image %q: %v", r.image, err)
+			return "", &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: BackoffInitial}
+		}
+	}
+	ref, cred, err := p.pullFor(ctx, pod, r, image, spec, sandbox, lookup)
+	if p.pulls != nil {
+		if err == nil {
+			p.pulls.RecordImagePulled(ctx, r.image, ref, recordOf(cred))
+		} else {
+			p.pulls.RecordImagePullFailed(ctx, r.image)
+		}
+	}
+	return ref, err
+}
+
+// pullFor pulls the image for the pod, unless it is in back-off, and
+// returns its reference and the credential that worked (nil: anonymous).
+func (p *Puller) pullFor(ctx context.Context, pod *v1.Pod, r request, image string, spec *runtimeapi.ImageSpec,
+	sandbox *runtimeapi.PodSandboxConfig, lookup func() credentialLookup) (string, *Credential, error) {
+	c := r.c
 	key := string(pod.UID) + "_" + image
 	now := p.clock.Now()
 	if p.backoff.IsInBackOffSinceUpdate(key, now) {
@@ -208,7 +270,7 @@ func (p *Puller) ensure(ctx context.Context, pod *v1.Pod, r request, sandbox *ru
 			// A sync right after the failed pull (the sandbox's PLEG event,
 			// the pod's own status update) still reports the pull's error,
 			// so ErrImagePull is what the API shows for that second.
-			return "", &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Failed to pull image %q: %s", r.image, f.msg),
+			return "", nil, &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Failed to pull image %q: %s", r.image, f.msg),
 				RetryAfter: ReportBackOffAfter - now.Sub(f.at)}
 		}
 		msg := fmt.Sprintf("Back-off pulling image %q", r.image)
@@ -221,23 +283,16 @@ func (p *Puller) ensure(ctx context.Context, pod *v1.Pod, r request, sandbox *ru
 			left = p.backoff.Get(key) - now.Sub(f.at)
 		}
 		p.mu.Unlock()
-		return "", &Error{Reason: ReasonImagePullBackOff, Message: msg, RetryAfter: max(left, 100*time.Millisecond)}
+		return "", nil, &Error{Reason: ReasonImagePullBackOff, Message: msg, RetryAfter: max(left, 100*time.Millisecond)}
 	}
 
-	creds, missing, err := p.podCredentials(ctx, pod, image)
-	if err != nil {
-		msg := fmt.Sprintf("Failed to read the image pull secrets of the pod: %v", err)
+	cl := lookup()
+	if cl.err != nil {
+		msg := fmt.Sprintf("Failed to read the image pull secrets of the pod: %v", cl.err)
 		p.event(pod, c, v1.EventTypeWarning, "Failed", msg)
-		return "", &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: BackoffInitial}
+		return "", nil, &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: BackoffInitial}
 	}
-	if len(missing) > 0 {
-		klog.FromContext(ctx).Info("Unable to retrieve pull secret, the image pull may not succeed", "pod", klog.KObj(pod), "secrets", missing)
-	}
-	provided, providerErrs := p.providerCredentials(ctx, pod, image)
-	for _, err := range providerErrs {
-		p.event(pod, c, v1.EventTypeWarning, ReasonCredentialProviderFailed, err.Error())
-	}
-	creds = append(creds, provided...)
+	creds, missing, providerErrs := cl.creds, cl.missing, cl.providerErrs
 
 	p.event(pod, c, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", r.image))
 	start := p.clock.Now()
@@ -247,7 +302,7 @@ func (p *Puller) ensure(ctx context.Context, pod *v1.Pod, r request, sandbox *ru
 	}
 	if err != nil && ctx.Err() != nil {
 		// The pod's sync was cancelled (the pod is going away): no back-off.
-		return "", &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Pulling image %q cancelled: %v", r.image, ctx.Err()), RetryAfter: BackoffInitial}
+		return "", nil, &Error{Reason: ReasonErrImagePull, Message: fmt.Sprintf("Pulling image %q cancelled: %v", r.image, ctx.Err()), RetryAfter: BackoffInitial}
 	}
 	if err != nil {
 		failedAt := p.clock.Now()
@@ -264,7 +319,7 @@ func (p *Puller) ensure(ctx context.Context, pod *v1.Pod, r request, sandbox *ru
 			p.recorder.Eventf(pod, v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
 				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", "))
 		}
-		return "", &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: min(ReportBackOffAfter, p.backoff.Get(key))}
+		return "", nil, &Error{Reason: ReasonErrImagePull, Message: msg, RetryAfter: min(ReportBackOffAfter, p.backoff.Get(key))}
 	}
 	p.backoff.Reset(key)
 	p.mu.Lock()
@@ -279,7 +334,71 @@ func (p *Puller) ensure(ctx context.Context, pod *v1.Pod, r request, sandbox *ru
 		"pullTime", f.duration, "withWaiting", waited, "pullSecret", secret, "credentialProvider", provider)
 	p.event(pod, c, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
 		r.image, f.duration.Round(time.Millisecond), waited.Round(time.Millisecond), f.size))
-	return f.ref, nil
+	return f.ref, f.credential, nil
+}
+
+// credentialLookup is what lookupCredentials found.
+type credentialLookup struct {
+	creds []Credential
+	// missing names the pull secrets that could not be read.
+	missing []string
+	// providerErrs are the credential providers that failed.
+	providerErrs []error
+	err          error
+}
+
+// lookupCredentials finds the pod's credentials for image: its pull
+// secrets', then the credential providers' (whose failures are Warning
+// events).
+func (p *Puller) lookupCredentials(ctx context.Context, pod *v1.Pod, c *v1.Container, image string) credentialLookup {
+	var cl credentialLookup
+	cl.creds, cl.missing, cl.err = p.podCredentials(ctx, pod, image)
+	if cl.err != nil {
+		return cl
+	}
+	if len(cl.missing) > 0 {
+		klog.FromContext(ctx).Info("Unable to retrieve pull secret, the image pull may not succeed", "pod", klog.KObj(pod), "secrets", cl.missing)
+	}
+	provided, providerErrs := p.providerCredentials(ctx, pod, image)
+	for _, err := range providerErrs {
+		p.event(pod, c, v1.EventTypeWarning, ReasonCredentialProviderFailed, err.Error())
+	}
+	cl.creds, cl.providerErrs = append(cl.creds, provided...), providerErrs
+	return cl
+}
+
+// recordCredentials are the credentials an image pull record compares
+// (pullmanager.GetPodCredentials): the pod's pull secrets, and the first
+// service account a provider gave credentials for (as upstream, the
+// audience is not told apart). The node's credentials are not the pod's.
+func (cl credentialLookup) recordCredentials() ([]kubeletconfigv1beta1.ImagePullSecret, *kubeletconfigv1beta1.ImagePullServiceAccount, error) {
+	if cl.err != nil {
+		return nil, nil, cl.err
+	}
+	var secrets []kubeletconfigv1beta1.ImagePullSecret
+	var sa *kubeletconfigv1beta1.ImagePullServiceAccount
+	for _, c := range cl.creds {
+		switch {
+		case c.secret != nil:
+			secrets = append(secrets, *c.secret)
+		case c.serviceAccount != nil && sa == nil:
+			sa = c.serviceAccount
+		}
+	}
+	return secrets, sa, nil
+}
+
+// recordOf is the record of a pull with cred, upstream's
+// trackedToImagePullCreds: anonymous or with the node's credentials,
+// every pod of the node may use the image.
+func recordOf(cred *Credential) *kubeletconfigv1beta1.ImagePullCredentials {
+	switch {
+	case cred != nil && cred.secret != nil:
+		return &kubeletconfigv1beta1.ImagePullCredentials{KubernetesSecrets: []kubeletconfigv1beta1.ImagePullSecret{*cred.secret}}
+	case cred != nil && cred.serviceAccount != nil:
+		return &kubeletconfigv1beta1.ImagePullCredentials{KubernetesServiceAccounts: []kubeletconfigv1beta1.ImagePullServiceAccount{*cred.serviceAccount}}
+	}
+	return &kubeletconfigv1beta1.ImagePullCredentials{NodePodsAccessible: true}
 }
 
 // pull joins the pull of spec with creds in flight, or starts it, and waits

@@ -25,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/imagegc"
 	"github.com/nodelet/nodelet/internal/images"
+	"github.com/nodelet/nodelet/internal/images/pullmanager"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/nodelet/nodelet/internal/metrics"
@@ -166,6 +167,17 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		}
 		pullCfg.Providers = providers
 	}
+	var pulls *pullmanager.Manager
+	if config.EnsureSecretPulledImages(cfg) {
+		// KubeletEnsureSecretPulledImages: the pull records under
+		// <root-dir>/image_manager, the image GC prunes them.
+		if pulls, err = pullmanager.New(ctx, pullmanager.Config{RootDir: n.opts.RootDir, Images: is,
+			Policy: cfg.ImagePullCredentialsVerificationPolicy, Allowlist: cfg.PreloadedImagesVerificationAllowlist,
+			MaxPods: cfg.MaxPods, MaxParallelImagePulls: ptr.Deref(cfg.MaxParallelImagePulls, 0), Registerer: n.registerer, Clock: n.clock}); err != nil {
+			return fmt.Errorf("image pull records: %w", err)
+		}
+		pullCfg.Pulls = pulls
+	}
 	if n.puller, err = images.New(pullCfg); err != nil {
 		return err
 	}
@@ -223,6 +235,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Images: is, Runtime: rs, FsStats: n.stats.ImageFsCapacity, HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent),
 		LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent), MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
 		Period: n.opts.ImageGCPeriod, StateFile: n.root.ImageGCState(), Recorder: n.recorder, Node: n.nodeRef(), Clock: n.clock,
+		AfterCollect: pruneRecords(pulls),
 	}); err != nil {
 		return err
 	}
@@ -388,4 +401,13 @@ func (n *Nodelet) newStats(ctx context.Context, rs internalapi.RuntimeService, i
 			return out
 		},
 	})
+}
+
+// pruneRecords is the image GC's hook dropping the pull records of images
+// gone (nil without records).
+func pruneRecords(pulls *pullmanager.Manager) func(context.Context, []string, time.Time) {
+	if pulls == nil {
+		return nil
+	}
+	return pulls.PruneUnknownRecords
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -444,4 +446,96 @@ func TestParallelImagePulls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterEnsureSecretPulledImages: KubeletEnsureSecretPulledImages (beta,
+// on), with upstream's default policy NeverVerifyPreloadedImages: once a pod
+// pulled the private image with its pull secret, a pod of the node without
+// credentials does not get it from the node (IfNotPresent pulls and the
+// registry refuses; Never says it is not present), while a pod with that
+// secret, or another secret holding the same credentials, uses it without a
+// pull. The records are upstream's files under <root-dir>/image_manager and
+// hold across a nodelet restart.
+func TestClusterEnsureSecretPulledImages(t *testing.T) {
+	name := "e2e-ensure-pulls"
+	c, n := clusterNode(t, name, "")
+	env := stackEnv(t, c, "PRIVATE_REGISTRY", "PRIVATE_REGISTRY_USER", "PRIVATE_REGISTRY_PASSWORD", "PRIVATE_IMAGE")
+	ns := c.Namespace(t, "ensurepulls")
+	ctx := context.Background()
+	for _, s := range []*v1.Secret{
+		dockerConfigSecret("right", env["PRIVATE_REGISTRY"], env["PRIVATE_REGISTRY_USER"], env["PRIVATE_REGISTRY_PASSWORD"]),
+		dockerConfigSecret("copy", env["PRIVATE_REGISTRY"], env["PRIVATE_REGISTRY_USER"], env["PRIVATE_REGISTRY_PASSWORD"]),
+	} {
+		if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(pod string, policy v1.PullPolicy, secrets ...string) {
+		t.Helper()
+		p := busyboxPod(pod, name, "sleep 3600")
+		p.Spec.Containers[0].Image = env["PRIVATE_IMAGE"]
+		p.Spec.Containers[0].ImagePullPolicy = policy
+		for _, s := range secrets {
+			p.Spec.ImagePullSecrets = append(p.Spec.ImagePullSecrets, v1.LocalObjectReference{Name: s})
+		}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hasEvent := func(pod, reason, substr string) bool {
+		for _, e := range podEvents(t, c, ns, pod) {
+			if e.Reason == reason && strings.Contains(e.Message, substr) {
+				return true
+			}
+		}
+		return false
+	}
+	// Always: the image may be on the node from another test, without a
+	// record of this node's (a preloaded image, which the default policy
+	// does not verify); the pull with the secret makes the record.
+	create("first", v1.PullAlways, "right")
+	waitPod(t, c, ns, "first", 60*time.Second, "Ready", podReady)
+
+	create("nosecret", v1.PullIfNotPresent)
+	create("never", v1.PullNever)
+	create("same", v1.PullIfNotPresent, "right")
+	create("copy", v1.PullIfNotPresent, "copy")
+	for _, pod := range []string{"same", "copy"} {
+		waitPod(t, c, ns, pod, 60*time.Second, "Ready", podReady)
+	}
+	waitPod(t, c, ns, "nosecret", 60*time.Second, "ErrImagePull or ImagePullBackOff", func(p *v1.Pod) bool {
+		return waitingReason(p, "ErrImagePull", "") || waitingReason(p, "ImagePullBackOff", "")
+	})
+	waitPod(t, c, ns, "never", 60*time.Second, "ErrImageNeverPull", func(p *v1.Pod) bool {
+		return waitingReason(p, "ErrImageNeverPull", "is not present with pull policy of Never")
+	})
+	framework.Eventually(t, 20*time.Second, 500*time.Millisecond, func() bool {
+		return hasEvent("same", "Pulled", "already present on machine and can be accessed by the pod") &&
+			hasEvent("copy", "Pulled", "already present on machine and can be accessed by the pod") &&
+			hasEvent("nosecret", "Failed", "Failed to pull image")
+	}, "the pods' events")
+
+	// The record: upstream's file, naming the secret it was pulled with.
+	files, _ := filepath.Glob(filepath.Join(n.RootDir, "image_manager", "pulled", "sha256-*"))
+	found := false
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(data), `"kind":"ImagePulledRecord"`) &&
+			strings.Contains(string(data), `"name":"right"`) && strings.Contains(string(data), `"namespace":"`+ns+`"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no pulled record naming the secret %s/right among %v", ns, files)
+	}
+
+	// After a restart, the node still does not hand the image out.
+	n.Stop()
+	n.Start()
+	create("after", v1.PullIfNotPresent)
+	create("afterright", v1.PullIfNotPresent, "right")
+	waitPod(t, c, ns, "afterright", 60*time.Second, "Ready", podReady)
+	waitPod(t, c, ns, "after", 60*time.Second, "ErrImagePull or ImagePullBackOff", func(p *v1.Pod) bool {
+		return waitingReason(p, "ErrImagePull", "") || waitingReason(p, "ImagePullBackOff", "")
+	})
 }
