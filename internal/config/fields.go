@@ -263,7 +263,7 @@ var fieldStatuses = []FieldStatus{
 		Note: "Deprecated upstream: no longer has any effect there either; 0 to 31, as upstream validates.",
 		Test: "TestUnsupportedFieldsRefused (out of range)"},
 	{Path: "featureGates", Status: Refused,
-		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream). Accepted: any v1.37.2 gate at its default, MemoryQoS false (what nodelet does). Refused: any other value, and unknown gates.",
+		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream). Accepted: any v1.37.2 gate at its default, MemoryQoS false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
 		Test: "TestUnsupportedFieldsRefused; TestCrashLoopBackOffMax; e2e TestEventedPLEG", check: checkFeatureGates},
 	{Path: "failSwapOn", Status: Honoured, Note: "Refuses to start with swap on.",
 		Test: "internal/nodelet TestCheckSwap; TestSwapAndCgroupV1Settings"},
@@ -384,6 +384,9 @@ var gatesNodeletMatches = map[string]struct {
 	why   string
 }{
 	"MemoryQoS": {false, whyMemoryQoS},
+	// Honoured on (kuberuntime's RestartAll); off, upstream falls back to
+	// the container's restart policy, which nodelet does not do.
+	"RestartAllContainersOnContainerExits": {true, "a RestartAllContainers rule always restarts the pod's containers in nodelet"},
 }
 
 // checkFeatureGates refuses the gates nodelet does not act on when they
@@ -489,6 +492,15 @@ func checkPullVerification(c *kubeletv1beta1.KubeletConfiguration) []error {
 		return errs
 	}
 	return pullmanager.Validate(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist)
+}
+
+// GateEnabled reports whether the feature gate name is on: as set, else
+// its v1.37.2 default.
+func GateEnabled(c *kubeletv1beta1.KubeletConfiguration, name string) bool {
+	if on, set := c.FeatureGates[name]; set {
+		return on
+	}
+	return upstreamGates[name].def
 }
 
 // EnsureSecretPulledImages reports whether the KubeletEnsureSecretPulledImages

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/podspec"
 )
@@ -46,6 +47,10 @@ type SyncResult struct {
 	// Changed: the sync created, started or stopped something, so the
 	// status read before it is stale.
 	Changed bool
+	// RestartedAll: the sync removed every container of the pod to run
+	// them all again (a RestartAllContainers rule), so the containers
+	// the runtime no longer has were restarted, not lost.
+	RestartedAll bool
 }
 
 // Wait records why the container named name is not running.
@@ -85,4 +90,26 @@ func GracePeriod(pod *v1.Pod, running *RunningPod, override *int64) int64 {
 		g = running.GracePeriod
 	}
 	return max(g, MinGracePeriod)
+}
+
+// RestartAllSources are the containers of the pod's newest sandbox that
+// exited with an exit code whose restartPolicyRules rule is
+// RestartAllContainers: while there are any, the pod's containers are all
+// to be restarted in place (upstream's ShouldAllContainersRestart, from
+// the runtime's side).
+func RestartAllSources(pod *v1.Pod, rs *PodStatus) []string {
+	if len(rs.Sandboxes) == 0 {
+		return nil
+	}
+	sandbox := rs.Sandboxes[0].GetId()
+	var out []string
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			st := rs.LatestIn(cs[i].Name, sandbox)
+			if st != nil && st.State == runtimeapi.ContainerState_CONTAINER_EXITED && podspec.RestartsAllContainers(&cs[i], st.ExitCode) {
+				out = append(out, cs[i].Name)
+			}
+		}
+	}
+	return out
 }

@@ -38,6 +38,11 @@ type podActions struct {
 	EphemeralToStart []int
 	// ContainersToKill maps container IDs to why they are killed.
 	ContainersToKill map[string]killReason
+	// RestartAll names the containers that exited with a
+	// RestartAllContainers rule: every container is killed and removed
+	// (RestartAllOrder) and the pod starts again from its first init
+	// container in the same sandbox; nothing else is done in this sync.
+	RestartAll []string
 }
 
 type killReason struct {
@@ -142,6 +147,13 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 			return a
 		}
 		a.ContainersToStart = toStart
+		return a
+	}
+
+	// RestartAllContainersOnContainerExits (beta, on; nodelet refuses it
+	// off): a container exited with a RestartAllContainers rule.
+	if sources := kubecontainer.RestartAllSources(pod, status); len(sources) > 0 {
+		a.RestartAll = sources
 		return a
 	}
 
@@ -316,4 +328,30 @@ func initDone(pod *v1.Pod, status *kubecontainer.PodStatus, sandboxID string, pr
 		}
 	}
 	return true
+}
+
+// RestartAllOrder is the order a RestartAllContainers reset stops and
+// removes the pod's containers, as upstream: the app containers, then the
+// init containers, each in reverse order, those that triggered it (sources)
+// after all others.
+func RestartAllOrder(pod *v1.Pod, sources []string) []string {
+	isSource := map[string]bool{}
+	for _, s := range sources {
+		isSource[s] = true
+	}
+	reverse := func(cs []v1.Container, src bool) []string {
+		var out []string
+		for i := len(cs) - 1; i >= 0; i-- {
+			if isSource[cs[i].Name] == src {
+				out = append(out, cs[i].Name)
+			}
+		}
+		return out
+	}
+	var order []string
+	order = append(order, reverse(pod.Spec.Containers, false)...)
+	order = append(order, reverse(pod.Spec.InitContainers, false)...)
+	order = append(order, reverse(pod.Spec.Containers, true)...)
+	order = append(order, reverse(pod.Spec.InitContainers, true)...)
+	return order
 }

@@ -1,6 +1,7 @@
 package kuberuntime
 
 import (
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -378,4 +379,50 @@ func equalKills(a, b map[string]killReason) bool {
 		}
 	}
 	return true
+}
+
+func TestRestartAllContainers(t *testing.T) {
+	// init, sidecar, source (restartPolicy Never, RestartAllContainers on
+	// exit code 42), regular: upstream's e2e pod.
+	pod := testPod(v1.RestartPolicyNever, []string{"init", "sidecar"}, "source", "regular")
+	alwaysC, neverC := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever
+	pod.Spec.InitContainers[1].RestartPolicy = &alwaysC
+	pod.Spec.Containers[0].RestartPolicy = &neverC
+	pod.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	ready := []*runtimeapi.PodSandboxStatus{readySandbox("s1", 0)}
+	withSource := func(exitSource int32, state runtimeapi.ContainerState) *kubecontainer.PodStatus {
+		return podStatus(ready, cs(pod, "init", exited, 0), cs(pod, "sidecar", running, 0),
+			cs(pod, "source", state, exitSource), cs(pod, "regular", running, 0))
+	}
+	tests := []struct {
+		name    string
+		status  *kubecontainer.PodStatus
+		want    []string
+		wantNew bool // the pod's normal actions (nothing to restart)
+	}{
+		{name: "source exited 42: restart all", status: withSource(42, exited), want: []string{"source"}},
+		{name: "another exit code: the container's own policy (Never)", status: withSource(1, exited)},
+		{name: "source running", status: withSource(0, runtimeapi.ContainerState_CONTAINER_RUNNING)},
+		{name: "after the reset (nothing left): init from the first", status: podStatus(ready), wantNew: true},
+		{name: "a new sandbox: as ever", status: podStatus([]*runtimeapi.PodSandboxStatus{deadSandbox("s1", 0)},
+			cs(pod, "source", exited, 42))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := computePodActions(pod, tt.status, nil)
+			if strings.Join(got.RestartAll, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("RestartAll %v, want %v", got.RestartAll, tt.want)
+			}
+			if tt.wantNew && (got.NextInitContainer == nil || got.NextInitContainer.Name != "init") {
+				t.Errorf("next init container %v, want init", got.NextInitContainer)
+			}
+		})
+	}
+	if got := strings.Join(RestartAllOrder(pod, []string{"source"}), ","); got != "regular,sidecar,init,source" {
+		t.Errorf("order %s, want the others in reverse, the source last", got)
+	}
+	if got := strings.Join(RestartAllOrder(pod, []string{"init", "regular"}), ","); got != "source,sidecar,regular,init" {
+		t.Errorf("order %s", got)
+	}
 }

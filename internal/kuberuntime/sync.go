@@ -51,6 +51,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		}()
 	}
 
+	if len(a.RestartAll) > 0 {
+		return m.restartAll(ctx, pod, status, a.RestartAll)
+	}
 	res.Changed = a.KillPod || a.CreateSandbox || len(a.ContainersToKill) > 0 ||
 		a.NextInitContainer != nil || len(a.ContainersToStart) > 0
 	if a.KillPod {
@@ -484,4 +487,38 @@ func countImageVolumeMounts(n int, createErr error) {
 		return
 	}
 	metrics.ImageVolumeMountedSucceed.Add(float64(n))
+}
+
+// restartAll runs a RestartAllContainers reset: every container of the pod
+// is stopped (gracefully, preStop hooks included) and removed, in
+// RestartAllOrder, so that the next sync, asked for at once, starts the pod
+// again from its first init container in the same sandbox. The log files
+// stay: they carry the restart counts (restartCountFromLogs).
+func (m *Manager) restartAll(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, sources []string) (kubecontainer.SyncResult, error) {
+	logger := klog.FromContext(ctx)
+	logger.V(2).Info("Restarting all containers of the pod", "pod", klog.KObj(pod), "sources", sources)
+	res := kubecontainer.SyncResult{Changed: true, RestartedAll: true}
+	for _, name := range RestartAllOrder(pod, sources) {
+		c := specContainer(pod, name)
+		for _, cs := range status.Containers {
+			if cs.Name != name {
+				continue
+			}
+			if cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				msg := fmt.Sprintf("Container %s is restarted with all the pod's containers (RestartAllContainers after %s exited)", name, strings.Join(sources, ", "))
+				if err := m.killContainer(ctx, pod, c, cs.ID, name, first(status.IPs), msg, nil); err != nil {
+					return res, err
+				}
+			}
+			if err := m.rt.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
+				return res, fmt.Errorf("remove container %s of %s: %w", cs.ID, name, err)
+			}
+			m.forgetContainer(cs.ID)
+			if cs.TerminationMessageHostPath != "" {
+				_ = os.Remove(cs.TerminationMessageHostPath)
+			}
+		}
+	}
+	res.Requeue(time.Millisecond)
+	return res, nil
 }

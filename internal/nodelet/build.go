@@ -43,6 +43,7 @@ import (
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/syncloop"
 	"github.com/nodelet/nodelet/internal/userns"
+	"github.com/nodelet/nodelet/internal/version"
 	"github.com/nodelet/nodelet/internal/volumes"
 )
 
@@ -102,6 +103,10 @@ func (n *Nodelet) build() error {
 	csi.RegisterMetrics(n.registerer, n.csiVolumes)
 	for _, kind := range []string{"csi", "persistentVolumeClaim", "ephemeral"} {
 		n.volumes.Register(kind, n.csiVolumes)
+	}
+	gate := func(name string) bool { return config.GateEnabled(cfg, name) }
+	if n.declared, err = admission.NewDeclaredFeatures(gate, version.Kubelet); err != nil {
+		return err
 	}
 	if n.sysctls, err = admission.NewSysctls(cfg.AllowedUnsafeSysctls); err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
@@ -301,6 +306,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 func (n *Nodelet) admissionChain() *admission.Chain {
 	handlers := []admission.Named{
 		{Name: "eviction", Handler: n.eviction},
+		{Name: "declared-features", Handler: n.declared},
 		{Name: "sysctls", Handler: n.sysctls},
 		{Name: "devices", Handler: n.devices},
 		// The device plugins' allocatable as it is now: the Node's status
@@ -326,7 +332,7 @@ func (n *Nodelet) setupCluster(rs internalapi.RuntimeService, is internalapi.Ima
 		Client: n.client, NodeName: n.opts.NodeName, NodeIPs: n.hostIPs, Labels: n.opts.NodeLabels,
 		NodeIPSpecified: machine.NodeIPSpecified(n.opts.NodeIP), ExternalCloudProvider: n.opts.CloudProvider == config.ExternalCloudProvider,
 		Kubelet: &n.opts.Config, Runtime: rs, Images: is, Machine: n.machine, Clock: n.clock, Recorder: n.recorder,
-		RuntimeHandlers: n.runtime.Features().NodeRuntimeHandlers, Features: n.runtime.Features().NodeFeatures,
+		RuntimeHandlers: n.runtime.Features().NodeRuntimeHandlers, Features: n.runtime.Features().NodeFeatures, DeclaredFeatures: n.declared.Names(),
 		Pressure: n.eviction, ShuttingDown: n.shuttingDown, VolumesInUse: n.csiVolumes.InUse, DeviceResources: n.devices.Resources,
 	}); err != nil {
 		return err

@@ -138,6 +138,7 @@ type Nodelet struct {
 	containerGC *kuberuntime.GC
 	devices     *devicemanager.Manager
 	sysctls     *admission.Sysctls
+	declared    *admission.DeclaredFeatures
 	preemption  *admission.Preemption
 	// allocatableOf is the node's allocatable (nodestatus.AllocatableOf).
 	allocatableOf func() v1.ResourceList

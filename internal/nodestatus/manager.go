@@ -54,6 +54,9 @@ type Config struct {
 	// status.features); nil: not reported.
 	RuntimeHandlers func(ctx context.Context) []v1.NodeRuntimeHandler
 	Features        func(ctx context.Context) *v1.NodeFeatures
+	// DeclaredFeatures are the node's declared features
+	// (status.declaredFeatures, admission.DeclaredFeatures).
+	DeclaredFeatures []string
 	// NodeIPSpecified: NodeIPs came from --node-ip (not detected).
 	NodeIPSpecified bool
 	// ExternalCloudProvider is --cloud-provider=external: the node
@@ -542,6 +545,8 @@ func (m *Manager) fillStatus(ctx context.Context, n *v1.Node) {
 	if m.cfg.Features != nil {
 		n.Status.Features = m.cfg.Features(ctx)
 	}
+	// As upstream's NodeDeclaredFeatures setter (GA, locked on).
+	n.Status.DeclaredFeatures = m.cfg.DeclaredFeatures
 	n.Status.VolumesInUse = nil
 	if m.cfg.VolumesInUse != nil {
 		inUse := m.cfg.VolumesInUse()

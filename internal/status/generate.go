@@ -113,6 +113,9 @@ func Generate(in Input) v1.PodStatus {
 		ContainersReadyCondition(pod, all, st.Phase),
 		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
 	}
+	if podspec.CouldRestartAllContainers(&pod.Spec) {
+		conds = append(conds, AllContainersRestartingCondition(pod, rs, st.Phase))
+	}
 	for _, c := range conds {
 		// The generation of the spec the condition was computed from.
 		c.ObservedGeneration = pod.Generation
@@ -123,6 +126,22 @@ func Generate(in Input) v1.PodStatus {
 		st.Conditions = append(st.Conditions, c)
 	}
 	return st
+}
+
+// AllContainersRestartingCondition is upstream's AllContainersRestarting
+// condition of a pod with a RestartAllContainers rule: True from the exit
+// that triggers a reset until its containers are removed.
+func AllContainersRestartingCondition(pod *v1.Pod, rs *kubecontainer.PodStatus, phase v1.PodPhase) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.AllContainersRestarting, Status: v1.ConditionFalse}
+	switch {
+	case phase == v1.PodSucceeded:
+		c.Reason = "PodCompleted"
+	case phase == v1.PodFailed:
+		c.Reason = "PodFailed"
+	case len(kubecontainer.RestartAllSources(pod, rs)) > 0:
+		c.Status, c.Reason, c.Message = v1.ConditionTrue, "RestartAllContainersStarted", "container exited with restart policy rule"
+	}
+	return c
 }
 
 // appStartedInSandbox reports whether an app container of the pod's newest
@@ -183,6 +202,7 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 		} else {
 			s.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: kubecontainer.DefaultWaitingReason(in.Pod)}}
 		}
+		carryOver(&s, old, latest != nil, sync.RestartedAll)
 		if w, ok := sync.Waiting[c.Name]; ok && (latest == nil || latest.State != runtimeapi.ContainerState_CONTAINER_RUNNING) {
 			// A container nodelet could not (re)start is waiting; its last
 			// run, if any, is its last state.
@@ -216,6 +236,47 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 // volumeMountStatuses are the container's volume mounts as its status
 // reports them (RecursiveReadOnlyMounts): a read-only one says whether it
 // is recursively read-only, as upstream's convertToAPIContainerStatuses.
+// ReasonRestartingAllContainers is the reason of a container removed by a
+// RestartAllContainers reset, as upstream.
+const ReasonRestartingAllContainers = "RestartingAllContainers"
+
+const msgRestartingAllContainers = "The container is removed because RestartAllContainers in place"
+
+// carryOver keeps what the runtime no longer tells about a container once
+// its earlier instances are gone (a RestartAllContainers reset removes
+// them): as upstream, the restart count never goes down and the last
+// termination stays known. restartedAll: this sync removed them; a
+// container that ran is then waiting, its last state "killed by the
+// reset" (exit code 137), its restart count one more.
+func carryOver(s *v1.ContainerStatus, old *v1.ContainerStatus, inRuntime, restartedAll bool) {
+	if old == nil {
+		return
+	}
+	if !inRuntime {
+		if restartedAll && old.ContainerID != "" && old.State.Waiting == nil {
+			s.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: ReasonRestartingAllContainers, Message: msgRestartingAllContainers}}
+			s.LastTerminationState = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+				Reason: ReasonRestartingAllContainers, Message: msgRestartingAllContainers, ExitCode: 137}}
+			s.RestartCount = old.RestartCount + 1
+			return
+		}
+		s.RestartCount = old.RestartCount
+		if s.LastTerminationState.Terminated == nil {
+			s.LastTerminationState = old.LastTerminationState
+		}
+		return
+	}
+	s.RestartCount = max(s.RestartCount, old.RestartCount)
+	if s.LastTerminationState.Terminated == nil {
+		switch {
+		case old.ContainerID != s.ContainerID && old.State.Terminated != nil:
+			s.LastTerminationState = v1.ContainerState{Terminated: old.State.Terminated}
+		case old.LastTerminationState.Terminated != nil:
+			s.LastTerminationState = v1.ContainerState{Terminated: old.LastTerminationState.Terminated}
+		}
+	}
+}
+
 func volumeMountStatuses(c *v1.Container, supportsRRO bool) []v1.VolumeMountStatus {
 	var out []v1.VolumeMountStatus
 	for _, vm := range c.VolumeMounts {
@@ -264,6 +325,12 @@ func containerState(cs *kubecontainer.ContainerStatus, spec *v1.Container, prefi
 // them restarts, else Succeeded or Failed. initialized says an app
 // container of the current sandbox exists (restarting sidecars then do not
 // put the pod back to Pending); terminal, that none restarts again.
+// restartable: the container runs again after t, by its restart policy
+// and rules, or because a RestartAllContainers reset stopped it.
+func restartable(c *v1.Container, spec *v1.PodSpec, t *v1.ContainerStateTerminated) bool {
+	return t.Reason == ReasonRestartingAllContainers || podspec.ContainerShouldRestart(c, spec, t.ExitCode)
+}
+
 func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed, initialized, terminal bool) v1.PodPhase {
 	if initFailed {
 		return v1.PodFailed
@@ -308,7 +375,7 @@ func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed,
 		case !ok || s.State.Running != nil:
 			pendingInit++
 		case t != nil && t.ExitCode != 0:
-			if !podspec.ContainerShouldRestart(c, spec, t.ExitCode) {
+			if !restartable(c, spec, t) {
 				failedInitNotRestartable++
 			}
 		case t == nil:
@@ -327,7 +394,7 @@ func phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initFailed,
 			running++
 		case t != nil:
 			stopped++
-			if !podspec.ContainerShouldRestart(c, spec, t.ExitCode) {
+			if !restartable(c, spec, t) {
 				stoppedNotRestartable++
 			}
 			if s.State.Terminated != nil && t.ExitCode == 0 {
