@@ -263,7 +263,7 @@ var fieldStatuses = []FieldStatus{
 		Note: "Deprecated upstream: no longer has any effect there either; 0 to 31, as upstream validates.",
 		Test: "TestUnsupportedFieldsRefused (out of range)"},
 	{Path: "featureGates", Status: Refused,
-		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream). Accepted: any v1.37.2 gate at its default, MemoryQoS false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
+		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream), PodCertificateRequest (false: a podCertificate source fails the mount, naming the gate). Accepted: any v1.37.2 gate at its default, MemoryQoS false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
 		Test: "TestUnsupportedFieldsRefused; TestCrashLoopBackOffMax; e2e TestEventedPLEG", check: checkFeatureGates},
 	{Path: "failSwapOn", Status: Honoured, Note: "Refuses to start with swap on.",
 		Test: "internal/nodelet TestCheckSwap; TestSwapAndCgroupV1Settings"},
@@ -375,6 +375,9 @@ var nodeletGates = map[string]bool{
 	"ContainerStopSignals": true,
 	// On: image pull records and credential verification (images.Config.Pulls).
 	"KubeletEnsureSecretPulledImages": true,
+	// Off: no pod certificate manager; a podCertificate source fails the
+	// mount, naming the gate (volumes.ManagerConfig.PodCertificates).
+	"PodCertificateRequest": true,
 }
 
 // gatesNodeletMatches are gates nodelet does not implement, with the value

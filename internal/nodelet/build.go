@@ -32,6 +32,7 @@ import (
 	"github.com/nodelet/nodelet/internal/mirror"
 	"github.com/nodelet/nodelet/internal/nodestatus"
 	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podcertificate"
 	"github.com/nodelet/nodelet/internal/podmanager"
 	"github.com/nodelet/nodelet/internal/podsync"
 	"github.com/nodelet/nodelet/internal/podworkers"
@@ -85,7 +86,18 @@ func (n *Nodelet) build() error {
 	}
 	// Pods' volumes; the node's allocatable is for downwardAPI
 	// resourceFieldRef limits a container does not set.
-	if n.volumes, err = volumes.New(volumes.ManagerConfig{PodsDir: n.root.Pods(), Getter: getter, Allocatable: n.allocatable}); err != nil {
+	volCfg := volumes.ManagerConfig{PodsDir: n.root.Pods(), Getter: getter, Allocatable: n.allocatable}
+	if n.client != nil && config.GateEnabled(cfg, "PodCertificateRequest") {
+		// podCertificate projected volumes: a key and a
+		// PodCertificateRequest per source, issued by its signer.
+		if n.podCerts, err = podcertificate.New(podcertificate.Config{Client: n.client, NodeName: n.opts.NodeName, Node: n.registeredNodeObject,
+			Pods: n.pods, Recorder: n.recorder, Clock: n.clock}); err != nil {
+			return err
+		}
+		volCfg.PodCertificates = n.podCerts
+		podcertificate.RegisterMetrics(n.registerer, n.podCerts)
+	}
+	if n.volumes, err = volumes.New(volCfg); err != nil {
 		return err
 	}
 	// CSI volumes: inline ones, and PVCs (generic ephemeral volumes too)
@@ -296,6 +308,9 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	if n.offline != nil {
 		loop.Offline = n.offline
 	}
+	if n.podCerts != nil {
+		loop.PodCertificates = n.podCerts
+	}
 	n.main, err = syncloop.New(loop)
 	return err
 }
@@ -416,4 +431,13 @@ func pruneRecords(pulls *pullmanager.Manager) func(context.Context, []string, ti
 		return nil
 	}
 	return pulls.PruneUnknownRecords
+}
+
+// registeredNodeObject is the Node as registered, nil before (the pod
+// certificate requests carry its UID).
+func (n *Nodelet) registeredNodeObject() *v1.Node {
+	if n.nodeStatus == nil {
+		return nil
+	}
+	return n.nodeStatus.Node()
 }

@@ -102,6 +102,9 @@ func (n *Nodelet) sideLoops(ctx context.Context, rs internalapi.RuntimeService) 
 		// Started once Run restored the checkpoint's pods.
 		loops = append(loops, lifecycle.Loop{Name: "offline-checkpoint", Run: n.offline.Run})
 	}
+	if n.podCerts != nil {
+		loops = append(loops, lifecycle.Loop{Name: "pod-certificates", Run: n.podCerts.Run})
+	}
 	if n.client != nil {
 		loops = append(loops,
 			lifecycle.Loop{Name: "node-status", Run: n.nodeStatus.Run},

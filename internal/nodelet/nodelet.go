@@ -35,6 +35,7 @@ import (
 	"github.com/nodelet/nodelet/internal/mirror"
 	"github.com/nodelet/nodelet/internal/nodestatus"
 	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podcertificate"
 	"github.com/nodelet/nodelet/internal/podmanager"
 	"github.com/nodelet/nodelet/internal/podsync"
 	"github.com/nodelet/nodelet/internal/podworkers"
@@ -139,6 +140,7 @@ type Nodelet struct {
 	devices     *devicemanager.Manager
 	sysctls     *admission.Sysctls
 	declared    *admission.DeclaredFeatures
+	podCerts    *podcertificate.Manager
 	preemption  *admission.Preemption
 	// allocatableOf is the node's allocatable (nodestatus.AllocatableOf).
 	allocatableOf func() v1.ResourceList

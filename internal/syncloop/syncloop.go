@@ -98,6 +98,12 @@ type Config struct {
 	SourcesReady *lifecycle.Ready
 	// Clock is the real clock when nil.
 	Clock clock.Clock
+	// PodCertificates are told of the pods added, updated and removed
+	// (podcertificate.Manager: their podCertificate sources); nil: none.
+	PodCertificates interface {
+		TrackPod(ctx context.Context, pod *v1.Pod)
+		ForgetPod(ctx context.Context, pod *v1.Pod)
+	}
 }
 
 // Loop is the main loop: the only writer of the desired state. It applies
@@ -229,6 +235,15 @@ func (l *Loop) mirrorChanged(mp *v1.Pod) {
 // apply hands what changed in the desired state to the pod workers.
 func (l *Loop) apply(ctx context.Context, ch podmanager.Changes) {
 	logger := klog.FromContext(ctx)
+	if pc := l.cfg.PodCertificates; pc != nil {
+		// As upstream's HandlePodAdditions/Updates/Removes.
+		for _, p := range ch.Removed {
+			pc.ForgetPod(ctx, p)
+		}
+		for _, p := range append(append([]*v1.Pod{}, ch.Added...), ch.Updated...) {
+			pc.TrackPod(ctx, p)
+		}
+	}
 	for _, p := range ch.Removed {
 		logger.Info("Pod removed from its source; terminating it", "pod", klog.KObj(p), "podUID", p.UID)
 		l.cfg.Workers.Terminate(p.UID, p, nil, nil)

@@ -48,7 +48,7 @@ func (m *Manager) project(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[s
 		return files, m.downward(pod, src.DownwardAPI.Items, mode(src.DownwardAPI.DefaultMode, 0o644), files)
 	case src.Projected != nil:
 		def := mode(src.Projected.DefaultMode, 0o644)
-		for _, s := range src.Projected.Sources {
+		for i, s := range src.Projected.Sources {
 			var err error
 			switch {
 			case s.ConfigMap != nil:
@@ -62,7 +62,7 @@ func (m *Manager) project(ctx context.Context, pod *v1.Pod, v *v1.Volume) (map[s
 			case s.ClusterTrustBundle != nil:
 				err = m.clusterTrustBundle(ctx, pod, s.ClusterTrustBundle, def, files)
 			case s.PodCertificate != nil:
-				err = errors.New("unsupported projected source (podCertificate)")
+				err = m.podCertificate(ctx, pod, v.Name, i, s.PodCertificate, def, files)
 			default:
 				err = errors.New("unsupported projected source")
 			}
@@ -361,4 +361,29 @@ func same(dir string, files map[string]file, gid int) bool {
 		return nil
 	})
 	return err == nil && n == len(files)
+}
+
+// podCertificate writes a podCertificate source's files as upstream: the
+// credential bundle (the PEM private key, then the chain), the key alone,
+// the chain alone, each where the source says; the mode is that of a
+// token (ownedFile). The manager's error (not issued yet, denied) fails
+// the mount.
+func (m *Manager) podCertificate(ctx context.Context, pod *v1.Pod, volume string, index int, p *v1.PodCertificateProjection, def os.FileMode, files map[string]file) error {
+	if m.cfg.PodCertificates == nil {
+		return errors.New("podCertificate projected volumes need the API server and the feature gate PodCertificateRequest")
+	}
+	key, chain, err := m.cfg.PodCertificates.GetPodCertificateCredentialBundle(ctx, pod.Namespace, pod.Name, string(pod.UID), volume, index)
+	if err != nil {
+		return err
+	}
+	if p.CredentialBundlePath != "" {
+		files[p.CredentialBundlePath] = ownedFile(pod, append(append([]byte{}, key...), chain...), def)
+	}
+	if p.KeyPath != "" {
+		files[p.KeyPath] = ownedFile(pod, key, def)
+	}
+	if p.CertificateChainPath != "" {
+		files[p.CertificateChainPath] = ownedFile(pod, chain, def)
+	}
+	return nil
 }

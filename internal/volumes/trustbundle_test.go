@@ -364,9 +364,9 @@ func TestProjectClusterTrustBundle(t *testing.T) {
 		{name: "static pod", static: true,
 			sources: []v1.VolumeProjection{{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Name: ptr.To("named"), Path: "ca.pem"}}},
 			wantErr: errNoAPI.Error()},
-		{name: "podCertificate is not supported",
+		{name: "podCertificate without a manager",
 			sources: []v1.VolumeProjection{{PodCertificate: &v1.PodCertificateProjection{SignerName: "example.com/s"}}},
-			wantErr: "unsupported projected source (podCertificate)"},
+			wantErr: "podCertificate projected volumes need the API server and the feature gate PodCertificateRequest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ManagerConfig{PodsDir: t.TempDir()}

@@ -55,8 +55,18 @@ type ManagerConfig struct {
 	// Allocatable is the node's allocatable: a downwardAPI resourceFieldRef
 	// reports it for a limit the container does not set. nil: none.
 	Allocatable func() v1.ResourceList
+	// PodCertificates give podCertificate projected sources their key and
+	// certificate chain (podcertificate.Manager); nil: such a source fails
+	// the mount (standalone mode, or the PodCertificateRequest gate off).
+	PodCertificates PodCertificates
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
+}
+
+// PodCertificates give a podCertificate source its credentials, as
+// upstream's podcertificate.Manager.
+type PodCertificates interface {
+	GetPodCertificateCredentialBundle(ctx context.Context, namespace, podName, podUID, volumeName string, sourceIndex int) (privateKey, certificateChain []byte, err error)
 }
 
 // New returns a Manager for cfg with the built-in volume plugins. It fails
