@@ -14,6 +14,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/internal/images/pullmanager"
+	"github.com/nodelet/nodelet/internal/tracing"
 	"github.com/nodelet/nodelet/internal/userns"
 )
 
@@ -343,8 +344,9 @@ var fieldStatuses = []FieldStatus{
 		Note: "None (upstream's default) is what nodelet does.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "registerWithTaints", Status: Honoured, Note: "Taints of the Node nodelet creates. No test sets it."},
 	{Path: "registerNode", Status: Honoured, Note: "false: nodelet reports the status of a Node someone else created. No test sets it."},
-	{Path: "tracing", Status: Refused, Why: "OpenTelemetry tracing is not implemented",
-		Note: "No tracing.", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "tracing", Status: Honoured,
+		Note: "OpenTelemetry traces (KubeletTracing, GA) through component-base's OTLP gRPC exporter to endpoint (default localhost:4317), samplingRatePerMillion of the traces nodelet starts: the CRI calls, syncPod, syncTerminatingPod, syncTerminatedPod, Images/ and Containers/GarbageCollect, as upstream's (internal/tracing). Upstream's validation. Not traced, unlike upstream: the API client's requests and the kubelet API's.",
+		Test: "e2e TestTracing; TestUnsupportedFieldsRefused (invalid values)", check: checkTracing},
 	{Path: "localStorageCapacityIsolation", Status: Refused, Accept: []string{`true`},
 		Why:  "local ephemeral storage isolation cannot be turned off in nodelet",
 		Note: "Ephemeral storage is always reported and enforced; false is refused.", Test: "TestUnsupportedFieldsRefused"},
@@ -495,6 +497,14 @@ func checkPullVerification(c *kubeletv1beta1.KubeletConfiguration) []error {
 		return errs
 	}
 	return pullmanager.Validate(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist)
+}
+
+// checkTracing is upstream's validation of the tracing configuration.
+func checkTracing(c *kubeletv1beta1.KubeletConfiguration) []error {
+	if err := tracing.Validate(c.Tracing); err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // GateEnabled reports whether the feature gate name is on: as set, else

@@ -280,7 +280,7 @@ var refusedValues = map[string]string{
 	"enableProfilingHandler":                    `false`,
 	"memoryThrottlingFactor":                    `0.9`,
 	"memoryReservationPolicy":                   `"TieredReservation"`,
-	"tracing":                                   `{"endpoint":"localhost:4317"}`,
+	"tracing":                                   `{"samplingRatePerMillion":2000000}`,
 	"localStorageCapacityIsolation":             `false`,
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/tracing"
 )
 
 // DefaultPeriod is how often images are collected, as upstream.
@@ -64,6 +66,9 @@ type Config struct {
 	// and the time the collection began, before it listed them (upstream's
 	// post-GC hooks: the image pull records of images gone are pruned).
 	AfterCollect func(ctx context.Context, images []string, began time.Time)
+	// Tracer records an Images/GarbageCollect span per collection, as
+	// upstream; nil records none.
+	Tracer trace.Tracer
 }
 
 // Manager collects unused images.
@@ -96,6 +101,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = tracing.Noop()
 	}
 	m := &Manager{cfg: cfg, began: cfg.Clock.Now(), records: map[string]*Record{}}
 	if cfg.StateFile != "" {
@@ -149,6 +157,8 @@ func (m *Manager) event(typ, reason, msg string) {
 // GarbageCollect runs one collection: the images unused for MaxAge, then,
 // over the high threshold, the least recently used until the low one.
 func (m *Manager) GarbageCollect(ctx context.Context) error {
+	ctx, span := m.cfg.Tracer.Start(ctx, "Images/GarbageCollect")
+	defer span.End()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Clock.Now()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,6 +25,9 @@ type DialConfig struct {
 	Timeout time.Duration
 	// Clock times the retries (the real clock when nil).
 	Clock clock.Clock
+	// TracerProvider gets a span per CRI call (the CRI client's gRPC
+	// instrumentation), as upstream's; nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Dial connects to the CRI runtime and image services, retrying (1 s
@@ -41,11 +45,11 @@ func Dial(ctx context.Context, cfg DialConfig) (internalapi.RuntimeService, inte
 	delay := time.Second
 	for {
 		rs, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(cfg.RuntimeEndpoint).
-			WithConnectionTimeout(cfg.Timeout).WithTracerProvider(nil).Build(ctx)
+			WithConnectionTimeout(cfg.Timeout).WithTracerProvider(cfg.TracerProvider).Build(ctx)
 		if err == nil {
 			var is internalapi.ImageManagerService
 			is, err = remote.NewRemoteImageServiceBuilder().WithEndpoint(cfg.ImageEndpoint).
-				WithConnectionTimeout(cfg.Timeout).WithTracerProvider(nil).Build(ctx)
+				WithConnectionTimeout(cfg.Timeout).WithTracerProvider(cfg.TracerProvider).Build(ctx)
 			if err == nil {
 				var v *runtimeapi.VersionResponse
 				if v, err = rs.Version(ctx, "v1"); err == nil {

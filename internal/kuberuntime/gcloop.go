@@ -5,10 +5,13 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/tracing"
 )
 
 // EventContainerGCFailed is the node event of a failed collection.
@@ -31,6 +34,9 @@ type GCConfig struct {
 	SourcesReady func() bool
 	// Clock times the period (the real clock when nil).
 	Clock clock.WithTicker
+	// Tracer records a Containers/GarbageCollect span per collection, as
+	// upstream; nil records none.
+	Tracer trace.Tracer
 }
 
 // GC collects dead containers and sandboxes every period (Run).
@@ -57,6 +63,9 @@ func NewGC(cfg GCConfig) (*GC, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = tracing.Noop()
+	}
 	return &GC{cfg: cfg}, nil
 }
 
@@ -73,7 +82,10 @@ func (g *GC) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C():
 		}
-		if err := g.cfg.Manager.GarbageCollect(ctx, g.cfg.Policy, g.cfg.Pods, g.cfg.SourcesReady()); err != nil {
+		ctx, span := g.cfg.Tracer.Start(ctx, "Containers/GarbageCollect")
+		err := g.cfg.Manager.GarbageCollect(ctx, g.cfg.Policy, g.cfg.Pods, g.cfg.SourcesReady())
+		span.End()
+		if err != nil {
 			logger.Error(err, "Container garbage collection failed")
 			g.cfg.Recorder.Event(g.cfg.Node, v1.EventTypeWarning, EventContainerGCFailed, err.Error())
 		}

@@ -43,6 +43,7 @@ import (
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/syncloop"
+	"github.com/nodelet/nodelet/internal/tracing"
 	"github.com/nodelet/nodelet/internal/userns"
 	"github.com/nodelet/nodelet/internal/version"
 	"github.com/nodelet/nodelet/internal/volumes"
@@ -252,7 +253,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Images: is, Runtime: rs, FsStats: n.stats.ImageFsCapacity, HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent),
 		LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent), MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
 		Period: n.opts.ImageGCPeriod, StateFile: n.root.ImageGCState(), Recorder: n.recorder, Node: n.nodeRef(), Clock: n.clock,
-		AfterCollect: pruneRecords(pulls),
+		AfterCollect: pruneRecords(pulls), Tracer: n.tp.Tracer(tracing.InstrumentationScope),
 	}); err != nil {
 		return err
 	}
@@ -283,6 +284,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		// Statuses go to the API, static pods get mirror pods.
 		ps.Mirrors, ps.Finisher, ps.Objects = n.mirrors, n.syncer, n.objects
 	}
+	ps.Tracer = n.tp.Tracer(tracing.InstrumentationScope)
 	if n.podsync, err = podsync.New(ps); err != nil {
 		return err
 	}
@@ -297,7 +299,8 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	gcPolicy := kuberuntime.GCPolicy{MinAge: n.opts.ContainerGC.MinAge, MaxPerPodContainer: n.opts.ContainerGC.MaxPerPodContainer,
 		MaxContainers: n.opts.ContainerGC.MaxContainers}
 	if n.containerGC, err = kuberuntime.NewGC(kuberuntime.GCConfig{Manager: n.runtime, Pods: n.view, Recorder: n.recorder, Node: n.nodeRef(),
-		Policy: gcPolicy, Period: n.opts.ContainerGCPeriod, SourcesReady: n.sourcesReady.IsReady, Clock: n.clock}); err != nil {
+		Policy: gcPolicy, Period: n.opts.ContainerGCPeriod, SourcesReady: n.sourcesReady.IsReady, Clock: n.clock,
+		Tracer: n.tp.Tracer(tracing.InstrumentationScope)}); err != nil {
 		return err
 	}
 	loop := syncloop.Config{Pods: n.pods, View: n.view, Workers: n.workers, Admission: n.admissionChain(), AdmissionNode: n.admissionNode,

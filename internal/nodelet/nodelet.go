@@ -48,6 +48,7 @@ import (
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/syncloop"
+	"github.com/nodelet/nodelet/internal/tracing"
 	"github.com/nodelet/nodelet/internal/userns"
 	"github.com/nodelet/nodelet/internal/volumes"
 	"github.com/prometheus/client_golang/prometheus"
@@ -141,6 +142,7 @@ type Nodelet struct {
 	sysctls     *admission.Sysctls
 	declared    *admission.DeclaredFeatures
 	podCerts    *podcertificate.Manager
+	tp          tracing.Provider
 	preemption  *admission.Preemption
 	// allocatableOf is the node's allocatable (nodestatus.AllocatableOf).
 	allocatableOf func() v1.ResourceList
@@ -183,6 +185,9 @@ func New(ctx context.Context, cfg Config) (*Nodelet, error) {
 		n.client, n.eventsClient = n.certs.API, n.certs.Events
 	}
 	n.recorder, _ = events.NewRecorder(n.eventsClient, opts.NodeName, n.events)
+	if n.tp, err = tracing.NewProvider(ctx, opts.Config.Tracing, opts.NodeName); err != nil {
+		return nil, err
+	}
 	if err := n.build(); err != nil {
 		return nil, err
 	}
@@ -220,6 +225,7 @@ func (n *Nodelet) Run(ctx context.Context) error {
 	}
 	n.warnSwapTmpfs(n.machine)
 	process.Apply(ctx, process.Settings{OOMScoreAdj: cfg.OOMScoreAdj, MaxOpenFiles: &cfg.MaxOpenFiles})
+	defer tracing.Flush(ctx, n.tp)
 	defer n.loops.Stop()
 	if err := n.loops.Start(ctx, n.earlyLoops()...); err != nil {
 		return err
@@ -290,7 +296,7 @@ func (n *Nodelet) dial(ctx context.Context) (internalapi.RuntimeService, interna
 	}()
 	cfg := &n.opts.Config
 	rs, is, v, err := kuberuntime.Dial(ctx, kuberuntime.DialConfig{RuntimeEndpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
-		Timeout: cfg.RuntimeRequestTimeout.Duration, Clock: n.clock})
+		Timeout: cfg.RuntimeRequestTimeout.Duration, Clock: n.clock, TracerProvider: n.tp})
 	if err != nil {
 		return nil, nil, err
 	}

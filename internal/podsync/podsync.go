@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/status"
+	"github.com/nodelet/nodelet/internal/tracing"
 )
 
 // Runtime is what a pod's sync asks of the container runtime
@@ -115,6 +117,9 @@ type Config struct {
 	// recursive read-only mounts (kuberuntime.Manager.SupportsRRO), for
 	// the containers' volumeMounts statuses; nil: never.
 	SupportsRRO func(ctx context.Context, pod *v1.Pod) bool
+	// Tracer records the syncPod, syncTerminatingPod and
+	// syncTerminatedPod spans (tracing); nil records none.
+	Tracer trace.Tracer
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 }
@@ -123,8 +128,9 @@ type Config struct {
 // podworkers.Syncer. Its methods are called by the pod's worker, never
 // concurrently for one pod; Redundant is called by the main loop.
 type Syncer struct {
-	cfg   Config
-	clock clock.PassiveClock
+	cfg    Config
+	clock  clock.PassiveClock
+	tracer trace.Tracer
 	// firstSeen is when a pod was first synced, until it runs: for
 	// kubelet_pod_start_duration_seconds.
 	firstSeen sync.Map // types.UID -> time.Time
@@ -153,7 +159,10 @@ func New(cfg Config) (*Syncer, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("podsync: Config.%v required", missing)
 	}
-	s := &Syncer{cfg: cfg, clock: cfg.Clock}
+	s := &Syncer{cfg: cfg, clock: cfg.Clock, tracer: cfg.Tracer}
+	if s.tracer == nil {
+		s.tracer = tracing.Noop()
+	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
@@ -167,7 +176,13 @@ func (s *Syncer) Redundant(e *pleg.Event) bool { return s.observed.redundant(e) 
 
 // SyncPod implements podworkers.Syncer: it brings one pod to its spec and
 // records its status. It returns when it wants the next sync at the latest.
-func (s *Syncer) SyncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
+func (s *Syncer) SyncPod(ctx context.Context, pod *v1.Pod) (next time.Duration, err error) {
+	ctx, span := s.tracer.Start(ctx, "syncPod", trace.WithAttributes(tracing.PodAttributes(string(pod.UID), pod.Namespace, pod.Name)...))
+	defer func() { tracing.End(span, err) }()
+	return s.syncPod(ctx, pod)
+}
+
+func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	start := s.clock.Now()
 	op := "sync"
@@ -311,7 +326,14 @@ func (s *Syncer) generate(ctx context.Context, pod *v1.Pod, rs *kubecontainer.Po
 
 // StopPod implements podworkers.Syncer: it stops the pod gracefully (pod
 // may be nil for a pod only the runtime knows; running is then set).
-func (s *Syncer) StopPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, grace *int64) error {
+func (s *Syncer) StopPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, grace *int64) (err error) {
+	uid, name, ns := podIdentity(pod, running)
+	ctx, span := s.tracer.Start(ctx, "syncTerminatingPod", trace.WithAttributes(tracing.PodAttributes(string(uid), ns, name)...))
+	defer func() { tracing.End(span, err) }()
+	return s.stopPod(ctx, pod, running, grace)
+}
+
+func (s *Syncer) stopPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, grace *int64) error {
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
 	s.cfg.Prober.RemovePod(uid)
@@ -337,7 +359,14 @@ func (s *Syncer) StopPod(ctx context.Context, pod *v1.Pod, running *kubecontaine
 // pod's mirror pod is deleted. A pod restarting (added again while it
 // terminated) keeps its stopped sandboxes, containers and logs, which the
 // container GC removes in time, and its mirror pod.
-func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, restarting bool) error {
+func (s *Syncer) CleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, restarting bool) (err error) {
+	uid, name, ns := podIdentity(pod, running)
+	ctx, span := s.tracer.Start(ctx, "syncTerminatedPod", trace.WithAttributes(tracing.PodAttributes(string(uid), ns, name)...))
+	defer func() { tracing.End(span, err) }()
+	return s.cleanupPod(ctx, pod, running, restarting)
+}
+
+func (s *Syncer) cleanupPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, restarting bool) error {
 	logger := klog.FromContext(ctx)
 	uid, name, ns := podIdentity(pod, running)
 	// What is left after stopping: every sandbox and container, stopped.
