@@ -70,6 +70,8 @@ type AgentRun struct {
 	Commit string `json:"commit,omitempty"`
 	// Runtime is the CRI runtime's name and version during the full run.
 	Runtime string `json:"runtime,omitempty"`
+	// Focus is the full run's --focus.
+	Focus string `json:"focus,omitempty"`
 }
 
 // Rerun is a later run of the tests a focus selected; its outcomes replace
@@ -115,6 +117,7 @@ func loadRun(dir string) (*AgentRun, error) {
 	}
 	r.Commit = readTrim(filepath.Join(dir, "commit"))
 	r.Runtime = readTrim(filepath.Join(dir, "runtime"))
+	r.Focus = readTrim(filepath.Join(dir, "focus"))
 	reruns, _ := filepath.Glob(filepath.Join(dir, "rerun-*", "report.json"))
 	sort.Strings(reruns)
 	for _, rep := range reruns {
@@ -239,7 +242,15 @@ func writeReportFile(o *options, runs []*AgentRun) error {
 	fmt.Fprintf(&b, "# NodeConformance: nodelet and the upstream kubelet side by side\n\n")
 	fmt.Fprintf(&b, "Written by `make conformance` (test/conformance) on %s: upstream's e2e suite (`e2e.test` %s) run with\n",
 		time.Now().UTC().Format("2006-01-02"), versionOf(runs, "upstream"))
-	fmt.Fprintf(&b, "`--focus='%s' --skip='%s'` and %d parallel processes against each agent in turn, joined to the\n", o.focus, o.skip, o.procs)
+	// The full runs' focus: this invocation may be a rerun of a few tests.
+	focus := o.focus
+	for _, r := range runs {
+		if r.Focus != "" {
+			focus = r.Focus
+			break
+		}
+	}
+	fmt.Fprintf(&b, "`--focus='%s' --skip='%s'` and %d parallel processes against each agent in turn, joined to the\n", focus, o.skip, o.procs)
 	fmt.Fprintf(&b, "project's control plane as the same node with the same KubeletConfiguration (test/agent), on this machine (2 cores,\n")
 	fmt.Fprintf(&b, "cgroup v1, the stack's runtime: %s). The images are built offline (hack/tools/e2eimages); a test that fails\n", runtimeOf(runs))
 	fmt.Fprintf(&b, "pulling an image that is not built here is counted as not runnable. Per-test results: `docs/conformance/<agent>.json` and\n")
