@@ -25,6 +25,9 @@ const (
 	QuotaPeriod = 100000
 	// MinQuotaPeriod is the smallest quota: 1 ms in µs.
 	MinQuotaPeriod = 1000
+	// MinMilliCPULimit is the smallest CPU limit a quota enforces
+	// (MinQuotaPeriod over the default period).
+	MinMilliCPULimit = 10
 )
 
 // OOM score adjustments, as upstream (pkg/kubelet/qos/policy.go).
@@ -87,6 +90,24 @@ func MilliCPUToShares(milliCPU int64) int64 {
 	}
 	shares := milliCPU * SharesPerCPU / MilliCPUToCPU
 	return min(max(shares, MinShares), MaxShares)
+}
+
+// SharesToMilliCPU converts cpu.shares back to milli-CPUs (rounded up), 0
+// below MinShares, as upstream.
+func SharesToMilliCPU(shares int64) int64 {
+	if shares < MinShares {
+		return 0
+	}
+	return (shares*MilliCPUToCPU + SharesPerCPU - 1) / SharesPerCPU
+}
+
+// QuotaToMilliCPU converts a CFS quota over period (µs) to milli-CPUs, 0
+// for no quota (-1), as upstream.
+func QuotaToMilliCPU(quota, period int64) int64 {
+	if quota == -1 || period <= 0 {
+		return 0
+	}
+	return quota * MilliCPUToCPU / period
 }
 
 // MilliCPUToQuota converts milli-CPUs to a CFS quota over period (µs): 0

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -48,6 +49,9 @@ type ContainerStatus struct {
 	// User is the identity the runtime runs the container's process with
 	// (uid, gid, supplementary groups), when it says (containerd 2).
 	User *v1.ContainerUser
+	// Resources are the resources the runtime applied to the container
+	// (CRI ContainerStatus.resources), nil when it does not say.
+	Resources *ContainerResources
 	// StopSignal is the signal the runtime stops the container with, when
 	// it says and the ContainerStopSignals gate is on.
 	StopSignal *v1.Signal
@@ -133,4 +137,11 @@ func (s *PodStatus) AnyRunning() bool {
 		}
 	}
 	return false
+}
+
+// ContainerResources are a container's applied resources, as the runtime
+// reports them (upstream's kubecontainer.ContainerResources): each nil
+// when unknown.
+type ContainerResources struct {
+	CPURequest, CPULimit, MemoryLimit *resource.Quantity
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -465,6 +466,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 		TerminationMessagePolicy: s.Annotations[containerTerminationPolicyAnnotation],
 		User:                     containerUser(s.GetUser()),
 	}
+	cs.Resources = containerResources(s.GetResources())
 	if m.cfg.ContainerStopSignals && s.StopSignal != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
 		// As upstream: RUNTIME_DEFAULT is a runtime that does not say.
 		sig := signalName(s.StopSignal)
@@ -592,4 +594,33 @@ func RemoveOrphanLogDirs(podLogsDir string, keep func(types.UID) bool) ([]types.
 		removed = append(removed, uid)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// containerResources are the resources the runtime reports a container
+// has, as upstream's toKubeContainerResources: the CPU limit from the CFS
+// quota, the CPU request from cpu.shares, the memory limit; nil when it
+// reports none of them.
+func containerResources(r *runtimeapi.ContainerResources) *kubecontainer.ContainerResources {
+	l := r.GetLinux()
+	if l == nil {
+		return nil
+	}
+	var out kubecontainer.ContainerResources
+	if l.CpuPeriod > 0 {
+		if milli := cgroups.QuotaToMilliCPU(l.CpuQuota, l.CpuPeriod); milli > 0 {
+			out.CPULimit = resource.NewMilliQuantity(milli, resource.DecimalSI)
+		}
+	}
+	if l.CpuShares > 0 {
+		if milli := cgroups.SharesToMilliCPU(l.CpuShares); milli > 0 {
+			out.CPURequest = resource.NewMilliQuantity(milli, resource.DecimalSI)
+		}
+	}
+	if l.MemoryLimitInBytes > 0 {
+		out.MemoryLimit = resource.NewQuantity(l.MemoryLimitInBytes, resource.BinarySI)
+	}
+	if out.CPULimit == nil && out.CPURequest == nil && out.MemoryLimit == nil {
+		return nil
+	}
+	return &out
 }

@@ -212,3 +212,19 @@ func TestStatusNewerThanRelist(t *testing.T) {
 		t.Errorf("pod absent from the relist: calls %v, status %+v; want none and empty", got, st)
 	}
 }
+
+func TestContainerResources(t *testing.T) {
+	if got := containerResources(nil); got != nil {
+		t.Errorf("nil: %v", got)
+	}
+	got := containerResources(&runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{
+		CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 256, MemoryLimitInBytes: 64 << 20}})
+	if got == nil || got.CPULimit.MilliValue() != 500 || got.CPURequest.MilliValue() != 250 || got.MemoryLimit.Value() != 64<<20 {
+		t.Errorf("got %+v", got)
+	}
+	// No quota (-1), minimal shares: a limit and a request of nothing.
+	got = containerResources(&runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: -1, CpuShares: 2}})
+	if got == nil || got.CPULimit != nil || got.CPURequest.MilliValue() != 2 || got.MemoryLimit != nil {
+		t.Errorf("got %+v", got)
+	}
+}

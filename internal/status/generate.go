@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/podspec"
 )
@@ -196,6 +197,10 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 			s.State = containerState(latest, c, prefix)
 			s.User = latest.User
 			s.StopSignal = latest.StopSignal
+			// As upstream (InPlacePodVerticalScaling, GA): what the
+			// runtime applied, and what the spec allocates.
+			s.Resources = statusResources(c, latest, old, s.ContainerID)
+			s.AllocatedResources = c.Resources.Requests
 			if p := rs.Previous(c.Name); p != nil && p.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 				s.LastTerminationState = containerState(p, c, prefix)
 			}
@@ -236,6 +241,62 @@ func containerStatuses(specs []v1.Container, in Input, prev []v1.ContainerStatus
 // volumeMountStatuses are the container's volume mounts as its status
 // reports them (RecursiveReadOnlyMounts): a read-only one says whether it
 // is recursively read-only, as upstream's convertToAPIContainerStatuses.
+// statusResources is a container's status.resources, upstream's
+// convertContainerStatusResources: the spec's (allocated) requests and
+// limits, with the values the runtime reports for a running container (CPU
+// request and limit, memory limit) in their place; a value the runtime does
+// not report keeps the one the container's last status had. A CPU request
+// or limit too small to matter (at most MinShares, MinMilliCPULimit) keeps
+// the spec's when the spec's is as small.
+func statusResources(spec *v1.Container, cs *kubecontainer.ContainerStatus, old *v1.ContainerStatus, containerID string) *v1.ResourceRequirements {
+	res := spec.Resources.DeepCopy()
+	if cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return res
+	}
+	sameRun := old != nil && old.State.Running != nil && old.ContainerID == containerID && old.Resources != nil
+	keep := func(name v1.ResourceName, from func(*v1.ResourceRequirements) v1.ResourceList, into v1.ResourceList) {
+		if !sameRun {
+			return
+		}
+		if q, ok := from(old.Resources)[name]; ok {
+			into[name] = q.DeepCopy()
+		}
+	}
+	limits := func(r *v1.ResourceRequirements) v1.ResourceList { return r.Limits }
+	requests := func(r *v1.ResourceRequirements) v1.ResourceList { return r.Requests }
+	actual := cs.Resources
+	if actual == nil {
+		actual = &kubecontainer.ContainerResources{}
+	}
+	if res.Limits != nil {
+		switch {
+		case actual.CPULimit != nil:
+			if actual.CPULimit.MilliValue() > cgroups.MinMilliCPULimit || res.Limits.Cpu().MilliValue() > cgroups.MinMilliCPULimit {
+				res.Limits[v1.ResourceCPU] = actual.CPULimit.DeepCopy()
+			}
+		default:
+			keep(v1.ResourceCPU, limits, res.Limits)
+		}
+		if actual.MemoryLimit != nil {
+			res.Limits[v1.ResourceMemory] = actual.MemoryLimit.DeepCopy()
+		} else {
+			keep(v1.ResourceMemory, limits, res.Limits)
+		}
+	}
+	if res.Requests != nil {
+		switch {
+		case actual.CPURequest != nil:
+			if actual.CPURequest.MilliValue() > cgroups.MinShares || res.Requests.Cpu().MilliValue() > cgroups.MinShares {
+				res.Requests[v1.ResourceCPU] = actual.CPURequest.DeepCopy()
+			}
+		default:
+			keep(v1.ResourceCPU, requests, res.Requests)
+		}
+		keep(v1.ResourceMemory, requests, res.Requests)
+	}
+	return res
+}
+
 // ReasonRestartingAllContainers is the reason of a container removed by a
 // RestartAllContainers reset, as upstream.
 const ReasonRestartingAllContainers = "RestartingAllContainers"

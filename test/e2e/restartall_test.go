@@ -7,6 +7,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -108,5 +110,33 @@ func TestClusterRestartAllContainers(t *testing.T) {
 		if cs.RestartCount != 1 {
 			t.Errorf("%s restarted %d times, want once", cs.Name, cs.RestartCount)
 		}
+	}
+}
+
+// TestClusterContainerStatusResources: as upstream (InPlacePodVerticalScaling,
+// GA), a running container's status.resources are what the runtime applied
+// (CPU request from cpu.shares, CPU limit from the CFS quota, memory limit)
+// and allocatedResources the spec's requests.
+func TestClusterContainerStatusResources(t *testing.T) {
+	const node = "statusres-node"
+	c, _ := clusterNode(t, node, "")
+	ns := c.Namespace(t, "statusres")
+	ctx := context.Background()
+	p := busyboxPod("res", node, "sleep 3600")
+	q := resource.MustParse
+	p.Spec.Containers[0].Resources = v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: q("100m"), v1.ResourceMemory: q("64Mi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: q("200m"), v1.ResourceMemory: q("128Mi")}}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPod(t, c, ns, "res", 60*time.Second, "Ready", podReady)
+	cs := got.Status.ContainerStatuses[0]
+	want := p.Spec.Containers[0].Resources
+	if cs.Resources == nil || !apiequality.Semantic.DeepEqual(*cs.Resources, want) {
+		t.Errorf("status resources %v, want %v", cs.Resources, want)
+	}
+	if !apiequality.Semantic.DeepEqual(cs.AllocatedResources, want.Requests) {
+		t.Errorf("allocatedResources %v, want %v", cs.AllocatedResources, want.Requests)
 	}
 }
