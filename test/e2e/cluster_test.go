@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
@@ -506,9 +507,17 @@ func TestClusterExternalCloudProvider(t *testing.T) {
 	if got := node.Annotations["alpha.kubernetes.io/provided-node-ip"]; got != c.NodeIP {
 		t.Errorf("provided-node-ip annotation %q, want %q", got, c.NodeIP)
 	}
-	// A cloud controller manager's addresses stay.
-	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: c.NodeIP}, {Type: v1.NodeExternalIP, Address: "192.0.2.10"}}
-	if _, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+	// A cloud controller manager's addresses stay. (nodelet updates the
+	// status meanwhile: retried on conflict, as a controller does.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: c.NodeIP}, {Type: v1.NodeExternalIP, Address: "192.0.2.10"}}
+		_, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// Restarted, nodelet reports its status in full: the addresses stay.

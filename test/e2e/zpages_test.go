@@ -17,11 +17,13 @@ func TestZPages(t *testing.T) {
 	const node = "zpages-node"
 	c, n := clusterNode(t, node, "")
 	admin := framework.APICredentials{CertName: "apiserver-kubelet-client"}
+	// The zpages separate a key from its value with a delimiter and spacing
+	// chosen at random (they are not meant to be parsed).
 	code, flagz := c.KubeletAPI(t, n, admin, "/flagz")
 	if code != http.StatusOK {
 		t.Fatalf("GET /flagz: %d %s", code, flagz)
 	}
-	for _, re := range []string{`(?m)^kubelet flagz$`, `(?m)^hostname-override[:= ] ?` + node + `$`, `(?m)^root-dir[:= ] ?` + regexp.QuoteMeta(n.RootDir) + `$`} {
+	for _, re := range []string{`(?m)^kubelet flagz$`, `(?m)^hostname-override[:=\s]+` + node + `$`, `(?m)^root-dir[:=\s]+` + regexp.QuoteMeta(n.RootDir) + `$`} {
 		if !regexp.MustCompile(re).MatchString(flagz) {
 			t.Errorf("/flagz lacks %s:\n%s", re, flagz)
 		}
@@ -30,7 +32,7 @@ func TestZPages(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /statusz: %d %s", code, statusz)
 	}
-	for _, re := range []string{`(?m)^kubelet statusz$`, `Binary version[:= ] ?1\.37\.2`, `Paths[:= ] ?.*/configz.*/flagz.*/statusz`} {
+	for _, re := range []string{`(?m)^kubelet statusz$`, `Binary version[:=\s]+1\.37\.2`, `Paths[:=\s]+.*/configz.*/flagz.*/statusz`} {
 		if !regexp.MustCompile(re).MatchString(statusz) {
 			t.Errorf("/statusz lacks %s:\n%s", re, statusz)
 		}
