@@ -98,7 +98,8 @@ func GracePeriod(pod *v1.Pod, running *RunningPod, override *int64) int64 {
 // to be restarted in place (upstream's ShouldAllContainersRestart, from
 // the runtime's side).
 func RestartAllSources(pod *v1.Pod, rs *PodStatus) []string {
-	if len(rs.Sandboxes) == 0 {
+	// Every sync asks: most pods have no such rule.
+	if len(rs.Sandboxes) == 0 || !podspec.CouldRestartAllContainers(&pod.Spec) {
 		return nil
 	}
 	sandbox := rs.Sandboxes[0].GetId()
