@@ -79,12 +79,12 @@ func (p *Puller) providerCredentials(ctx context.Context, pod *v1.Pod, image str
 	return kr.lookup(repo), errs
 }
 
-// credentialSource says where a keyring entry came from: a pull secret (its
-// object when there is one) or a provider (for a service account).
+// credentialSource says where a keyring entry came from: a pull secret, or
+// a provider (for a service account or for the node).
 type credentialSource struct {
-	secret, provider string
-	secretObject     *v1.Secret
-	serviceAccount   *kubeletconfigv1beta1.ImagePullServiceAccount
+	secret         *v1.Secret
+	provider       string
+	serviceAccount *kubeletconfigv1beta1.ImagePullServiceAccount
 }
 
 // podCredentials are the credentials of a pod's imagePullSecrets that match
@@ -157,7 +157,7 @@ func keyringFromSecrets(secrets []*v1.Secret) (*keyring, error) {
 		default:
 			continue
 		}
-		if err := kr.addFrom(credentialSource{secret: s.Namespace + "/" + s.Name, secretObject: s}, cfg); err != nil {
+		if err := kr.addFrom(credentialSource{secret: s}, cfg); err != nil {
 			return nil, fmt.Errorf("image pull secret %s/%s: %w", s.Namespace, s.Name, err)
 		}
 	}
@@ -202,10 +202,11 @@ func (kr *keyring) addFrom(source credentialSource, cfg map[string]dockerConfigE
 			kr.index = append(kr.index, key)
 		}
 		c := Credential{
-			Auth:   &runtimeapi.AuthConfig{Username: user, Password: password},
-			Secret: source.secret, Provider: source.provider, serviceAccount: source.serviceAccount,
+			Auth:     &runtimeapi.AuthConfig{Username: user, Password: password},
+			Provider: source.provider, serviceAccount: source.serviceAccount,
 		}
-		if s := source.secretObject; s != nil {
+		if s := source.secret; s != nil {
+			c.Secret = s.Namespace + "/" + s.Name
 			c.secret = &kubeletconfigv1beta1.ImagePullSecret{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name,
 				CredentialHash: pullmanager.CredentialHash(user, password, e.Email)}
 		}

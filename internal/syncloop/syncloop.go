@@ -240,8 +240,10 @@ func (l *Loop) apply(ctx context.Context, ch podmanager.Changes) {
 		for _, p := range ch.Removed {
 			pc.ForgetPod(ctx, p)
 		}
-		for _, p := range append(append([]*v1.Pod{}, ch.Added...), ch.Updated...) {
-			pc.TrackPod(ctx, p)
+		for _, pods := range [][]*v1.Pod{ch.Added, ch.Updated} {
+			for _, p := range pods {
+				pc.TrackPod(ctx, p)
+			}
 		}
 	}
 	for _, p := range ch.Removed {
