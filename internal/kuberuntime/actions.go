@@ -263,7 +263,7 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 				continue
 			}
 		}
-		if cs.Hash != "" && cs.Hash != podspec.ContainerHash(c) {
+		if podspec.ContainerChanged(cs.Hash, c) {
 			// A changed definition restarts whatever the policy, as upstream.
 			a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: fmt.Sprintf("Container %s definition changed", c.Name)}
 			a.ContainersToStart = append(a.ContainersToStart, i)

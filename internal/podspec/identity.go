@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/dump"
 )
 
 // Annotations and values the upstream kubelet uses for pods from its sources.
@@ -90,13 +92,34 @@ func IsCritical(pod *v1.Pod) bool {
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
 }
 
-// ContainerHash is a stable digest of a container's spec: a running
-// container whose hash differs from its spec's is restarted.
+// ContainerHash is upstream's kubecontainer.HashContainer: a digest of the
+// fields whose change restarts a running container, the name and the image
+// (the rest of a running pod's spec is immutable, but its resources, which
+// an in-place resize changes without a restart), in upstream's spelling
+// (hexadecimal, unpadded), so that a container started by either agent is
+// kept by the other.
 func ContainerHash(c *v1.Container) string {
+	raw, _ := json.Marshal(map[string]string{"name": c.Name, "image": c.Image})
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", dump.ForHash(raw))
+	return strconv.FormatUint(uint64(h.Sum32()), 16)
+}
+
+// LegacyContainerHash is the hash nodelet gave containers before it took
+// upstream's: the whole container's JSON. A container started then is
+// kept while its spec is unchanged.
+func LegacyContainerHash(c *v1.Container) string {
 	raw, _ := json.Marshal(c)
 	h := fnv.New32a()
 	h.Write(raw)
 	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+// ContainerChanged reports whether a running container whose hash
+// annotation is hash was started from another definition than c (an
+// unknown hash, "", never counts).
+func ContainerChanged(hash string, c *v1.Container) bool {
+	return hash != "" && hash != ContainerHash(c) && hash != LegacyContainerHash(c)
 }
 
 // FullName is the pod's namespace/name key used in logs and back-off keys.
