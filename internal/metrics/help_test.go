@@ -39,6 +39,20 @@ var upstreamMetrics = []struct {
 		"[BETA] Number of successful image volume mounts."},
 	{Kubelet, "kubelet_image_volume_mounted_errors_total", dto.MetricType_COUNTER, nil,
 		"[BETA] Number of failed image volume mounts."},
+	{Kubelet, "kubelet_container_requested_resizes_total", dto.MetricType_COUNTER, []string{"operation", "requirement", "resource"},
+		"[ALPHA] Number of requested resizes, counted at the container level. Different resources on the same container are counted separately. The 'requirement' label refers to 'memory' or 'limits'; the 'operation' label can be one of 'add', 'remove', 'increase' or 'decrease'."},
+	{Kubelet, "kubelet_pod_resize_duration_milliseconds", dto.MetricType_HISTOGRAM, []string{"success"},
+		"[ALPHA] Duration in milliseconds to actuate a pod resize"},
+	{Kubelet, "kubelet_pod_pending_resizes", dto.MetricType_GAUGE, []string{"priority_bucket", "reason"},
+		"[ALPHA] Number of pending resizes for pods. Label 'priority_bucket' classifies the pod priority (system-critical: >=2000000000, high: 100000..1999999999, medium: 1..99999, normal: 0/default, low: -999..-1, very-low: <=-1000, unknown: nil pod). Label 'reason' describes the state (deferred, infeasible)."},
+	{Kubelet, "kubelet_pod_infeasible_resizes_total", dto.MetricType_COUNTER, []string{"reason_detail"},
+		"[ALPHA] Number of infeasible resizes for pods."},
+	{Kubelet, "kubelet_pod_in_progress_resizes", dto.MetricType_GAUGE, nil,
+		"[ALPHA] Number of in-progress resizes for pods."},
+	{Kubelet, "kubelet_pod_deferred_accepted_resizes_total", dto.MetricType_COUNTER, []string{"retry_trigger"},
+		"[ALPHA] Cumulative number of resizes that were accepted after being deferred."},
+	{Kubelet, "kubelet_pod_deferred_resize_duration_seconds", dto.MetricType_HISTOGRAM, []string{"priority_bucket", "resolution"},
+		"[ALPHA] Duration in seconds that a pod resize remains deferred before completion. Label 'priority_bucket' classifies the pod priority (system-critical: >=2000000000, high: 100000..1999999999, medium: 1..99999, normal: 0/default, low: -999..-1, very-low: <=-1000, unknown: nil pod). Label 'resolution' describes how the deferred resize was resolved (accepted, reverted, terminated)."},
 	{Kubelet, "kubelet_started_containers_total", dto.MetricType_COUNTER, []string{"container_type"},
 		"[ALPHA] Cumulative number of containers started"},
 	{Kubelet, "kubelet_runtime_operations_total", dto.MetricType_COUNTER, []string{"operation_type"},
@@ -91,7 +105,17 @@ func withEverySeries(t *testing.T) {
 	add(NodeName, v)
 	CRILosingSupport.WithLabelValues(v)
 	add(CRILosingSupport, v)
-	for _, x := range []*prometheus.HistogramVec{PodWorkerDuration, RuntimeOperationsDuration, EvictionStatsAge} {
+	for _, x := range []*prometheus.HistogramVec{PodWorkerDuration, RuntimeOperationsDuration, EvictionStatsAge, PodResizeDurationMilliseconds} {
+		x.WithLabelValues(v)
+		add(x, v)
+	}
+	PodDeferredResizeDurationSeconds.WithLabelValues(v, v)
+	add(PodDeferredResizeDurationSeconds, v, v)
+	PodPendingResizes.WithLabelValues(v, v)
+	add(PodPendingResizes, v, v)
+	ContainerRequestedResizes.WithLabelValues(v, v, v)
+	add(ContainerRequestedResizes, v, v, v)
+	for _, x := range []*prometheus.CounterVec{PodInfeasibleResizes, PodDeferredAcceptedResizes} {
 		x.WithLabelValues(v)
 		add(x, v)
 	}

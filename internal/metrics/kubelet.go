@@ -82,6 +82,41 @@ var (
 		Namespace: "kubelet", Name: "image_volume_mounted_errors_total",
 		Help: "[BETA] Number of failed image volume mounts.",
 	})
+	// The in-place resize metrics, upstream's (allocation, kuberuntime):
+	// container resources asked to change by operation, how long actuating
+	// a resize took, resizes pending (deferred or infeasible) and in
+	// progress, why resizes were infeasible, deferred ones accepted later
+	// and how long they waited.
+	ContainerRequestedResizes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "container_requested_resizes_total",
+		Help: "[ALPHA] Number of requested resizes, counted at the container level. Different resources on the same container are counted separately. The 'requirement' label refers to 'memory' or 'limits'; the 'operation' label can be one of 'add', 'remove', 'increase' or 'decrease'.",
+	}, []string{"resource", "requirement", "operation"})
+	PodResizeDurationMilliseconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "kubelet", Name: "pod_resize_duration_milliseconds",
+		Help:    "[ALPHA] Duration in milliseconds to actuate a pod resize",
+		Buckets: []float64{10, 50, 100, 500, 1000, 2000, 5000, 10000, 20000, 30000, 60000, 120000, 300000, 600000},
+	}, []string{"success"})
+	PodPendingResizes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "kubelet", Name: "pod_pending_resizes",
+		Help: "[ALPHA] Number of pending resizes for pods. Label 'priority_bucket' classifies the pod priority (system-critical: >=2000000000, high: 100000..1999999999, medium: 1..99999, normal: 0/default, low: -999..-1, very-low: <=-1000, unknown: nil pod). Label 'reason' describes the state (deferred, infeasible).",
+	}, []string{"reason", "priority_bucket"})
+	PodInfeasibleResizes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "pod_infeasible_resizes_total",
+		Help: "[ALPHA] Number of infeasible resizes for pods.",
+	}, []string{"reason_detail"})
+	PodInProgressResizes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "kubelet", Name: "pod_in_progress_resizes",
+		Help: "[ALPHA] Number of in-progress resizes for pods.",
+	})
+	PodDeferredAcceptedResizes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kubelet", Name: "pod_deferred_accepted_resizes_total",
+		Help: "[ALPHA] Cumulative number of resizes that were accepted after being deferred.",
+	}, []string{"retry_trigger"})
+	PodDeferredResizeDurationSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "kubelet", Name: "pod_deferred_resize_duration_seconds",
+		Help:    "[ALPHA] Duration in seconds that a pod resize remains deferred before completion. Label 'priority_bucket' classifies the pod priority (system-critical: >=2000000000, high: 100000..1999999999, medium: 1..99999, normal: 0/default, low: -999..-1, very-low: <=-1000, unknown: nil pod). Label 'resolution' describes how the deferred resize was resolved (accepted, reverted, terminated).",
+		Buckets: []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 150, 180, 300, 600, 1200, 1800, 3600},
+	}, []string{"resolution", "priority_bucket"})
 	// StartedContainers is kubelet_started_containers_total{container_type}.
 	StartedContainers = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kubelet", Name: "started_containers_total",
@@ -227,6 +262,8 @@ func init() {
 		NodeName, CRILosingSupport, PodStartDuration, PodWorkerDuration, StartedPods, StartedContainers,
 		StartedUserNamespacedPods, StartedUserNamespacedPodsErrors,
 		ImageVolumeRequested, ImageVolumeMountedSucceed, ImageVolumeMountedErrors,
+		ContainerRequestedResizes, PodResizeDurationMilliseconds, PodPendingResizes, PodInfeasibleResizes,
+		PodInProgressResizes, PodDeferredAcceptedResizes, PodDeferredResizeDurationSeconds,
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGRelistInterval, PLEGLastSeen, HTTPRequests, HTTPInflight, running,
 		Evictions, Preemptions, EvictionStatsAge, ImageGarbageCollected,
