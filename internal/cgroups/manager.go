@@ -447,6 +447,19 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (string, error) {
 	if m.ensured[pod.UID] && m.existsAll(name) {
 		return m.Name(name), nil
 	}
+	rc := m.PodConfig(pod)
+	m.trackBurstableLocked(ctx, pod)
+	if err := m.create(name, rc); err != nil {
+		return "", err
+	}
+	m.ensured[pod.UID] = true
+	return m.Name(name), nil
+}
+
+// PodConfig is the pod-level cgroup configuration of pod (its allocated
+// resources): ResourceConfigForPod with the node's CFS settings and
+// podPidsLimit.
+func (m *Manager) PodConfig(pod *v1.Pod) *ResourceConfig {
 	period := int64(QuotaPeriod)
 	if m.cfg.CPUCFSQuotaPeriod > 0 {
 		period = int64(m.cfg.CPUCFSQuotaPeriod / time.Microsecond)
@@ -456,18 +469,20 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (string, error) {
 		v := m.cfg.PodPidsLimit
 		rc.PidsLimit = &v
 	}
-	if podspec.QOSClass(pod) == v1.PodQOSBurstable {
-		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-		m.burstable[pod.UID] = req.Cpu().MilliValue()
-		if err := m.updateBurstableLocked(); err != nil {
-			klog.FromContext(ctx).Error(err, "Failed to update the burstable QoS cgroup")
-		}
+	return rc
+}
+
+// trackBurstableLocked counts a Burstable pod's CPU request in the
+// Burstable QoS cgroup's shares; mu held.
+func (m *Manager) trackBurstableLocked(ctx context.Context, pod *v1.Pod) {
+	if podspec.QOSClass(pod) != v1.PodQOSBurstable {
+		return
 	}
-	if err := m.create(name, rc); err != nil {
-		return "", err
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	m.burstable[pod.UID] = req.Cpu().MilliValue()
+	if err := m.updateBurstableLocked(); err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to update the burstable QoS cgroup")
 	}
-	m.ensured[pod.UID] = true
-	return m.Name(name), nil
 }
 
 // updateBurstableLocked gives kubepods/burstable the shares of its pods' cpu
