@@ -17,7 +17,20 @@ type Attributes struct {
 	// OtherPods are the pods already admitted that count against the
 	// node's resources (not finished), Pod excluded.
 	OtherPods []*v1.Pod
+	// Operation is what is admitted: a new pod (OperationAdd, the zero
+	// value) or an admitted pod's in-place resize (OperationResize).
+	Operation Operation
 }
+
+// Operation is what admission decides on, as upstream's
+// lifecycle.Operation.
+type Operation string
+
+// The operations.
+const (
+	OperationAdd    Operation = ""
+	OperationResize Operation = "resize"
+)
 
 // Handler decides one aspect of whether a pod may run, as upstream's
 // lifecycle.PodAdmitHandler: a Result that does not admit says why.
@@ -70,7 +83,11 @@ func (c *Chain) Admit(ctx context.Context, a Attributes) Result {
 		if r.Admit {
 			continue
 		}
-		klog.FromContext(ctx).V(2).Info("Admission handler refused the pod", "pod", klog.KObj(a.Pod), "handler", h.Name, "reason", r.Reason)
+		klog.FromContext(ctx).V(2).Info("Admission handler refused the pod", "pod", klog.KObj(a.Pod), "handler", h.Name, "reason", r.Reason, "operation", a.Operation)
+		if a.Operation == OperationResize {
+			// The pod keeps running with what it has.
+			return r
+		}
 		for _, f := range c.onReject {
 			f(a.Pod, r)
 		}

@@ -381,8 +381,12 @@ func (m *Manager) AdmissionAllocatable() v1.ResourceList {
 
 // Admit is the device plugins' admission handler (upstream's resource
 // allocation handler): it assigns the pod its devices (Allocate), and
-// refuses it UnexpectedAdmissionError when that fails.
+// refuses it UnexpectedAdmissionError when that fails. A resize keeps
+// the pod's devices (only CPU and memory are resized in place).
 func (m *Manager) Admit(ctx context.Context, a admission.Attributes) admission.Result {
+	if a.Operation == admission.OperationResize {
+		return admission.Result{Admit: true}
+	}
 	if err := m.Allocate(ctx, a.Pod); err != nil {
 		return admission.Result{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + err.Error() + ", which is unexpected"}
 	}
