@@ -18,6 +18,9 @@ import (
 var declarable = map[string]bool{
 	// kuberuntime's RestartAll.
 	"RestartAllContainersOnContainerExits": true,
+	// kuberuntime resizes running init containers in place, sidecars or
+	// not (resizeAction), as it does app containers.
+	"InPlacePodVerticalScalingInitContainers": true,
 	// exec, attach and port-forward proxy the upgraded connection to the
 	// runtime's streaming server, WebSocket clients included (server).
 	"ExtendWebSocketsToKubelet": true,

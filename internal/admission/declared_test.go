@@ -35,12 +35,12 @@ func TestDeclaredFeatures(t *testing.T) {
 		wantMsg   string // "" admitted
 	}{
 		{name: "every gate on: only what nodelet implements", gate: on,
-			wantNames: "ExtendWebSocketsToKubelet,RestartAllContainersOnContainerExits", pod: restartAll},
-		{name: "a plain pod", gate: on, wantNames: "ExtendWebSocketsToKubelet,RestartAllContainersOnContainerExits", pod: plain},
+			wantNames: "ExtendWebSocketsToKubelet,InPlacePodVerticalScalingInitContainers,RestartAllContainersOnContainerExits", pod: restartAll},
+		{name: "a plain pod", gate: on, wantNames: "ExtendWebSocketsToKubelet,InPlacePodVerticalScalingInitContainers,RestartAllContainersOnContainerExits", pod: plain},
 		{name: "user namespaces with the host network: not declared", gate: on,
-			wantNames: "ExtendWebSocketsToKubelet,RestartAllContainersOnContainerExits", pod: usernsHostNet,
+			wantNames: "ExtendWebSocketsToKubelet,InPlacePodVerticalScalingInitContainers,RestartAllContainersOnContainerExits", pod: usernsHostNet,
 			wantMsg: "Pod requires node features that are not available: UserNamespacesHostNetworkSupport"},
-		{name: "RestartAllContainers off", gate: only("ExtendWebSocketsToKubelet"), wantNames: "ExtendWebSocketsToKubelet", pod: restartAll,
+		{name: "RestartAllContainers off", gate: only("ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers"), wantNames: "ExtendWebSocketsToKubelet,InPlacePodVerticalScalingInitContainers", pod: restartAll,
 			wantMsg: "Pod requires node features that are not available: RestartAllContainersOnContainerExits"},
 	}
 	for _, tt := range tests {

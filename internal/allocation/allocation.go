@@ -169,12 +169,16 @@ func (m *Manager) HasAllocation(uid types.UID) bool {
 	return ok
 }
 
-// AllocatedPods are pods with their allocations (those without one as
-// they are): what admission counts against the node.
+// AllocatedPods are the pods that have an allocation, with it: what
+// admission counts against the node (a pod without one is yet to be
+// admitted, maybe refused), as upstream's getAllocatedPods.
 func (m *Manager) AllocatedPods(pods []*v1.Pod) []*v1.Pod {
-	out := make([]*v1.Pod, len(pods))
-	for i, p := range pods {
-		out[i], _ = m.UpdatePodFromAllocation(p)
+	out := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if info, ok := m.allocated.Pod(p.UID); ok {
+			ap, _ := FromAllocation(p, info)
+			out = append(out, ap)
+		}
 	}
 	return out
 }

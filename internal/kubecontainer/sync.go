@@ -51,6 +51,9 @@ type SyncResult struct {
 	// them all again (a RestartAllContainers rule), so the containers
 	// the runtime no longer has were restarted, not lost.
 	RestartedAll bool
+	// ResizeError is why actuating the pod's in-place resize failed in
+	// this sync (upstream's ResizePodInPlace result), "" when it did not.
+	ResizeError string
 }
 
 // Wait records why the container named name is not running.

@@ -144,4 +144,7 @@ func (s *PodStatus) AnyRunning() bool {
 // when unknown.
 type ContainerResources struct {
 	CPURequest, CPULimit, MemoryLimit *resource.Quantity
+	// MemoryRequest is no runtime's: the resources last actuated say it
+	// (kuberuntime fills it from its actuated state, as upstream).
+	MemoryRequest *resource.Quantity
 }

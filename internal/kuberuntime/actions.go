@@ -43,6 +43,13 @@ type podActions struct {
 	// (RestartAllOrder) and the pod starts again from its first init
 	// container in the same sandbox; nothing else is done in this sync.
 	RestartAll []string
+	// ContainersToUpdate are the running containers resized in place, by
+	// resource, decreases first (resizeAction).
+	ContainersToUpdate map[v1.ResourceName][]containerUpdate
+	// UpdatePodResources: the pod cgroup is resized, for a container
+	// restarted by its resize or started with other resources than
+	// actuated.
+	UpdatePodResources bool
 }
 
 type killReason struct {
@@ -102,8 +109,9 @@ type ProbeResults interface {
 }
 
 // computePodActions decides what SyncPod does. It is pure: the runtime's
-// state (and probe results) in, the plan out.
-func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults) podActions {
+// state, probe results and the resources actuated (nil: no in-place
+// resize) in, the plan out. pod has its allocated resources.
+func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes ProbeResults, actuated *Actuated) podActions {
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	a := podActions{
 		KillPod:          create,
@@ -186,6 +194,12 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 							return a
 						}
 					}
+					if !resizeAction(pod, c, cs, actuated, &a) {
+						// Restarted for its resize.
+						a.NextInitContainer = c
+						a.SidecarStarted = true
+						return a
+					}
 					if sidecarStarted(cs, probes) {
 						continue
 					}
@@ -200,7 +214,9 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 			case cs == nil:
 				a.NextInitContainer = c
 			case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
-				// Wait for it.
+				// Wait for it; resized in place meanwhile (its resizePolicy
+				// cannot ask for a restart).
+				resizeAction(pod, c, cs, actuated, &a)
 			case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0:
 				continue
 			case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
@@ -233,9 +249,15 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 		case cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
 			a.ContainersToKill[cs.ID] = killReason{name: c.Name, message: "Container is in an unknown state"}
 			a.SidecarsToStart = append(a.SidecarsToStart, i)
-		case probes != nil:
-			if why, grace := probes.Unhealthy(cs.ID); why != "" {
-				a.ContainersToKill[cs.ID] = killReason{c.Name, why, grace}
+		default:
+			if probes != nil {
+				if why, grace := probes.Unhealthy(cs.ID); why != "" {
+					a.ContainersToKill[cs.ID] = killReason{c.Name, why, grace}
+					a.SidecarsToStart = append(a.SidecarsToStart, i)
+					continue
+				}
+			}
+			if !resizeAction(pod, c, cs, actuated, &a) {
 				a.SidecarsToStart = append(a.SidecarsToStart, i)
 			}
 		}
@@ -269,6 +291,10 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 			a.ContainersToStart = append(a.ContainersToStart, i)
 			continue
 		}
+		if !resizeAction(pod, c, cs, actuated, &a) {
+			a.ContainersToStart = append(a.ContainersToStart, i)
+			continue
+		}
 		keep++
 	}
 	// Running containers the spec no longer has.
@@ -292,6 +318,16 @@ func computePodActions(pod *v1.Pod, status *kubecontainer.PodStatus, probes Prob
 		// sidecars with it).
 		a.KillPod = true
 		a.SidecarsToStart = nil
+	}
+	if !a.UpdatePodResources {
+		var starting []*v1.Container
+		for _, i := range a.SidecarsToStart {
+			starting = append(starting, &pod.Spec.InitContainers[i])
+		}
+		for _, i := range a.ContainersToStart {
+			starting = append(starting, &pod.Spec.Containers[i])
+		}
+		a.UpdatePodResources = startingResized(pod, starting, actuated)
 	}
 	return a
 }

@@ -255,7 +255,7 @@ func TestComputePodActions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computePodActions(tt.pod, tt.status, tt.probes)
+			got := computePodActions(tt.pod, tt.status, tt.probes, nil)
 			want := tt.want
 			if want.ContainersToKill == nil {
 				want.ContainersToKill = map[string]killReason{}
@@ -338,7 +338,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computePodActions(tt.pod, tt.status, tt.probes)
+			got := computePodActions(tt.pod, tt.status, tt.probes, nil)
 			next := ""
 			if got.NextInitContainer != nil {
 				next = got.NextInitContainer.Name
@@ -410,7 +410,7 @@ func TestRestartAllContainers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computePodActions(pod, tt.status, nil)
+			got := computePodActions(pod, tt.status, nil, nil)
 			if strings.Join(got.RestartAll, ",") != strings.Join(tt.want, ",") {
 				t.Fatalf("RestartAll %v, want %v", got.RestartAll, tt.want)
 			}

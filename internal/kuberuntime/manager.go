@@ -21,6 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/internal/allocation/state"
 	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/kubecontainer"
 	"github.com/nodelet/nodelet/internal/prober"
@@ -123,6 +124,9 @@ type Config struct {
 	// UserNamespaces gives pods with hostUsers: false their user
 	// namespace's ID mappings (userns.Manager); nil refuses them.
 	UserNamespaces UserNamespaces
+	// PodResizer resizes pod cgroups during in-place resizes; nil: only
+	// the containers are resized (no pod cgroups).
+	PodResizer PodCgroupResizer
 }
 
 // UserNamespaces allocates the pods' user namespaces (userns.Manager).
@@ -174,6 +178,9 @@ type Manager struct {
 	listedAt time.Time
 	// features are the runtime's handlers' and its own (CRI Status).
 	features *RuntimeFeatures
+	// actuated are the resources each container was last given (the
+	// actuated_pods_state checkpoint in RootDir).
+	actuated *Actuated
 }
 
 // Features is what the runtime says it can do (its handlers' recursive
@@ -198,7 +205,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxParallelStarts == 0 {
 		cfg.MaxParallelStarts = defaultParallelStarts()
 	}
+	actuated, err := state.Open(cfg.RootDir, state.ActuatedFile)
+	if err != nil {
+		return nil, err
+	}
 	return &Manager{
+		actuated:    actuated,
 		gate:        newStartGate(cfg.MaxParallelStarts),
 		cfg:         cfg,
 		rt:          cfg.Runtime,
@@ -466,7 +478,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 		TerminationMessagePolicy: s.Annotations[containerTerminationPolicyAnnotation],
 		User:                     containerUser(s.GetUser()),
 	}
-	cs.Resources = containerResources(s.GetResources())
+	cs.Resources = m.withActuated(c, containerResources(s.GetResources()))
 	if m.cfg.ContainerStopSignals && s.StopSignal != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
 		// As upstream: RUNTIME_DEFAULT is a runtime that does not say.
 		sig := signalName(s.StopSignal)
@@ -512,6 +524,38 @@ func (m *Manager) pruneStatusCache(boxes []*runtimeapi.PodSandbox, all []*runtim
 	maps.DeleteFunc(m.statusCache, func(id string, _ *kubecontainer.ContainerStatus) bool { return !live[id] })
 	maps.DeleteFunc(m.backoffReported, func(id string, _ bool) bool { return !live[id] })
 	m.mu.Unlock()
+}
+
+// forgetStatus drops a container's cached status (its resources changed).
+func (m *Manager) forgetStatus(id string) {
+	m.mu.Lock()
+	delete(m.statusCache, id)
+	m.mu.Unlock()
+}
+
+// withActuated fills what the runtime does not report of a container's
+// resources from those actuated, as upstream: the memory request always
+// (no runtime has it), everything when the runtime reports nothing.
+func (m *Manager) withActuated(c *runtimeapi.Container, r *kubecontainer.ContainerResources) *kubecontainer.ContainerResources {
+	was, ok := m.actuated.Container(types.UID(c.GetLabels()[PodUIDLabel]), c.GetMetadata().GetName())
+	if !ok {
+		return r
+	}
+	if r == nil {
+		return &kubecontainer.ContainerResources{
+			CPURequest: nonZero(was.Requests, v1.ResourceCPU), CPULimit: nonZero(was.Limits, v1.ResourceCPU),
+			MemoryRequest: nonZero(was.Requests, v1.ResourceMemory), MemoryLimit: nonZero(was.Limits, v1.ResourceMemory),
+		}
+	}
+	r.MemoryRequest = nonZero(was.Requests, v1.ResourceMemory)
+	return r
+}
+
+func nonZero(l v1.ResourceList, name v1.ResourceName) *resource.Quantity {
+	if q, ok := l[name]; ok && !q.IsZero() {
+		return &q
+	}
+	return nil
 }
 
 func (m *Manager) forgetContainer(id string) {

@@ -38,7 +38,8 @@ type PodEnv struct {
 // result's Waiting.
 func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, env PodEnv) (res kubecontainer.SyncResult, err error) {
 	logger := klog.FromContext(ctx)
-	a := computePodActions(pod, status, env.Probes)
+	m.initActuated(ctx, pod)
+	a := computePodActions(pod, status, env.Probes, m.actuated)
 	res.InitFailed = a.InitFailed
 	if a.CreateSandbox && pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
 		// As upstream: every sync that creates a user namespaced pod's
@@ -55,7 +56,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		return m.restartAll(ctx, pod, status, a.RestartAll)
 	}
 	res.Changed = a.KillPod || a.CreateSandbox || len(a.ContainersToKill) > 0 ||
-		a.NextInitContainer != nil || len(a.ContainersToStart) > 0
+		a.NextInitContainer != nil || len(a.ContainersToStart) > 0 || len(a.ContainersToUpdate) > 0 || a.UpdatePodResources
 	if a.KillPod {
 		if a.CreateSandbox && len(status.Sandboxes) > 0 {
 			m.event(pod, nil, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
@@ -139,6 +140,14 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		starting[pod.Spec.InitContainers[i].Name] = true
 	}
 	m.prune(ctx, pod, status, starting)
+
+	// The in-place resize of the running containers and the pod cgroup,
+	// before anything starts (as upstream).
+	if !a.KillPod && (len(a.ContainersToUpdate) > 0 || a.UpdatePodResources) {
+		if err := m.resizePod(ctx, pod, a); err != nil {
+			res.ResizeError = err.Error()
+		}
+	}
 
 	facts := newPodFacts(pod, podIPs, env.HostIPs)
 	start := func(c *v1.Container) bool {
@@ -258,6 +267,12 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	if err := os.MkdirAll(filepath.Join(sandboxCfg.LogDirectory, c.Name), 0o755); err != nil {
 		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerError, Message: err.Error()}, time.Second, err
+	}
+	// Created with its allocated resources: they are actuated (as
+	// upstream, before the runtime is asked).
+	if err := m.setActuated(pod, c); err != nil {
+		m.event(pod, c, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		return &kubecontainer.Waiting{Reason: kubecontainer.ReasonCreateContainerConfigError, Message: err.Error()}, 10 * time.Second, err
 	}
 	if err := m.gate.acquire(ctx, true); err != nil {
 		return &kubecontainer.Waiting{Reason: kubecontainer.DefaultWaitingReason(pod)}, time.Second, err

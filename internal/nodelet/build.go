@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/allocation"
 	"github.com/nodelet/nodelet/internal/apiclient"
 	"github.com/nodelet/nodelet/internal/apiutil"
 	"github.com/nodelet/nodelet/internal/cgroups"
@@ -207,6 +208,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		CrashLoopBackOffMax:  config.CrashLoopBackOffMax(cfg),
 		DNS:                  kuberuntime.DNSConfig{ResolvConf: *cfg.ResolverConfig, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain},
 		Resources:            n.cgroups.ResourceOptions(), PodCgroups: n.cgroups, NodeAllocatable: n.allocatable,
+		PodResizer: n.cgroups,
 	}
 	if n.devices, err = devicemanager.New(devicemanager.Config{
 		Dir: n.root.DevicePlugins(), SourcesReady: n.sourcesReady.IsReady, OnChange: n.refreshNode,
@@ -285,11 +287,20 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		ps.Mirrors, ps.Finisher, ps.Objects = n.mirrors, n.syncer, n.objects
 	}
 	ps.Tracer = n.tp.Tracer(tracing.InstrumentationScope)
+	chain := n.admissionChain()
+	resources := n.cgroups.ResourceOptions()
+	if n.allocation, err = allocation.New(allocation.Config{Dir: n.opts.RootDir, Admit: chain.Admit, Pod: n.pods.Get,
+		Active:       func() []*v1.Pod { return n.view.Active("") },
+		SwapBehavior: func(pod *v1.Pod, c *v1.Container) string { return cgroups.SwapBehavior(pod, c, resources) },
+		Recorder:     n.recorder, Clock: n.clock}); err != nil {
+		return err
+	}
+	ps.Resizes = n.allocation
 	if n.podsync, err = podsync.New(ps); err != nil {
 		return err
 	}
 	if n.workers, err = podworkers.New(podworkers.Config{Context: ctx, Syncer: n.podsync, Clock: n.clock,
-		Resync: cfg.SyncFrequency.Duration, OnTerminated: func(uid types.UID) { n.main.OnTerminated(uid) }}); err != nil {
+		Resync: cfg.SyncFrequency.Duration, OnTerminated: func(uid types.UID) { n.main.OnTerminated(ctx, uid) }}); err != nil {
 		return err
 	}
 	if n.view, err = podmanager.NewView(podmanager.ViewConfig{Pods: n.pods, Statuses: n.statuses, Workers: n.workers, Evictions: n.podsync,
@@ -303,11 +314,11 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Tracer: n.tp.Tracer(tracing.InstrumentationScope)}); err != nil {
 		return err
 	}
-	loop := syncloop.Config{Pods: n.pods, View: n.view, Workers: n.workers, Admission: n.admissionChain(), AdmissionNode: n.admissionNode,
+	loop := syncloop.Config{Pods: n.pods, View: n.view, Workers: n.workers, Admission: chain, AdmissionNode: n.admissionNode,
 		Statuses: n.statuses, Recorder: n.recorder, Release: n.devices.Release, Redundant: n.podsync.Redundant, Relisted: n.pleg.RunningPods,
 		Leftovers: syncloop.Leftovers{PodDirs: n.volumes, PodLogsDir: cfg.PodLogsDir, Cgroups: n.cgroups, GCBackoff: n.runtime.GCBackoff,
-			UserNamespaces: n.userns},
-		SourcesReady: &n.sourcesReady, Clock: n.clock}
+			UserNamespaces: n.userns, Actuated: n.runtime.ForgetActuated},
+		SourcesReady: &n.sourcesReady, Clock: n.clock, Allocation: n.allocation}
 	if n.offline != nil {
 		loop.Offline = n.offline
 	}

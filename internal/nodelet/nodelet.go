@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/allocation"
 	"github.com/nodelet/nodelet/internal/apiclient"
 	"github.com/nodelet/nodelet/internal/apiutil"
 	"github.com/nodelet/nodelet/internal/cgroups"
@@ -133,6 +134,7 @@ type Nodelet struct {
 	prober      *prober.Manager
 	workers     *podworkers.Workers
 	podsync     *podsync.Syncer
+	allocation  *allocation.Manager
 	stats       *stats.Provider
 	eviction    *eviction.Manager
 	shutdown    *shutdown.Manager // nil when off

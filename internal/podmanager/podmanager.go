@@ -15,7 +15,9 @@ import (
 type Changes struct {
 	Added   []*v1.Pod
 	Updated []*v1.Pod
-	Removed []*v1.Pod
+	// Previous[i] is the version Updated[i] replaced.
+	Previous []*v1.Pod
+	Removed  []*v1.Pod
 }
 
 // Manager holds the desired pods.
@@ -43,6 +45,7 @@ func (m *Manager) Set(source string, pods []*v1.Pod) Changes {
 			ch.Added = append(ch.Added, p)
 		} else if !equal(o, p) {
 			ch.Updated = append(ch.Updated, p)
+			ch.Previous = append(ch.Previous, o)
 		}
 	}
 	for uid, p := range old {
@@ -72,7 +75,7 @@ func (m *Manager) Upsert(source string, pod *v1.Pod) Changes {
 	case !ok:
 		return Changes{Added: []*v1.Pod{pod}}
 	case !equal(old, pod):
-		return Changes{Updated: []*v1.Pod{pod}}
+		return Changes{Updated: []*v1.Pod{pod}, Previous: []*v1.Pod{old}}
 	}
 	return Changes{}
 }

@@ -35,6 +35,22 @@ type Runtime interface {
 	SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, env kuberuntime.PodEnv) (kubecontainer.SyncResult, error)
 	KillPod(ctx context.Context, pod *v1.Pod, running *kubecontainer.RunningPod, gracePeriod *int64) error
 	RemovePod(ctx context.Context, running *kubecontainer.RunningPod) error
+	// ResizeInProgress reports whether a running container of the
+	// allocated pod has not been given its allocated resources yet.
+	ResizeInProgress(allocatedPod *v1.Pod, rs *kubecontainer.PodStatus) bool
+}
+
+// Resizes are the pods' allocated resources and resize conditions
+// (allocation.Manager).
+type Resizes interface {
+	// UpdatePodFromAllocation is pod with its allocated resources.
+	UpdatePodFromAllocation(pod *v1.Pod) (*v1.Pod, bool)
+	// Conditions are the pod's PodResizePending and PodResizeInProgress
+	// conditions.
+	Conditions(uid types.UID) []v1.PodCondition
+	// ObserveSync is told, after a sync, whether the allocated pod's
+	// resize is still in progress and why actuating it failed, if it did.
+	ObserveSync(ctx context.Context, allocatedPod *v1.Pod, inProgress bool, resizeErr string)
 }
 
 // Volumes sets up and tears down the host side of a pod's volumes
@@ -105,6 +121,10 @@ type Config struct {
 	Mirrors  Mirrors
 	Finisher Finisher
 	Objects  Objects
+	// Resizes are the pods' allocations: a pod is synced with its
+	// allocated resources (what admission accepted), its in-place resizes
+	// reported in its conditions. nil: a pod runs with its spec's.
+	Resizes Resizes
 
 	// ProbeContext is the context the probe workers run in: the agent's,
 	// since they outlive the sync that starts them.
@@ -184,6 +204,10 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *v1.Pod) (next time.Duration, 
 
 func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
+	if s.cfg.Resizes != nil {
+		// The resources admission allocated, not a resize still pending.
+		pod, _ = s.cfg.Resizes.UpdatePodFromAllocation(pod)
+	}
 	start := s.clock.Now()
 	op := "sync"
 	if _, known := s.cfg.Statuses.Get(pod.UID); !known {
@@ -236,6 +260,9 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error
 		}
 	}
 	s.syncProbes(pod, rs)
+	if s.cfg.Resizes != nil {
+		s.cfg.Resizes.ObserveSync(ctx, pod, s.cfg.Runtime.ResizeInProgress(pod, rs), res.ResizeError)
+	}
 	s.setStatus(ctx, pod, rs, res)
 	s.observed.record(rs)
 	next := res.RequeueAfter
@@ -321,7 +348,15 @@ func (s *Syncer) generate(ctx context.Context, pod *v1.Pod, rs *kubecontainer.Po
 	return status.Generate(status.Input{
 		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: s.cfg.HostIPs, RuntimeName: s.cfg.RuntimeName, Now: s.clock.Now(),
 		Probes: s.cfg.Prober, Terminal: terminal, SupportsRRO: s.cfg.SupportsRRO != nil && s.cfg.SupportsRRO(ctx, pod),
+		ResizeConditions: s.resizeConditions(pod.UID),
 	})
+}
+
+func (s *Syncer) resizeConditions(uid types.UID) []v1.PodCondition {
+	if s.cfg.Resizes == nil {
+		return nil
+	}
+	return s.cfg.Resizes.Conditions(uid)
 }
 
 // StopPod implements podworkers.Syncer: it stops the pod gracefully (pod

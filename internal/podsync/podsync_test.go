@@ -39,7 +39,11 @@ type fakeRuntime struct {
 	killExit      *int32 // the exit code of killed containers (137 when nil)
 	newerThan     []time.Time
 	onSync        func()
+	syncedPod     *v1.Pod
+	inProgress    bool
 }
+
+func (r *fakeRuntime) ResizeInProgress(*v1.Pod, *kubecontainer.PodStatus) bool { return r.inProgress }
 
 func (r *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubecontainer.PodStatus, error) {
 	r.calls = append(r.calls, "GetPodStatus")
@@ -75,8 +79,9 @@ func (r *fakeRuntime) GetPodStatusNewerThan(ctx context.Context, uid types.UID, 
 	return r.GetPodStatus(ctx, uid, name, ns)
 }
 
-func (r *fakeRuntime) SyncPod(context.Context, *v1.Pod, *kubecontainer.PodStatus, kuberuntime.PodEnv) (kubecontainer.SyncResult, error) {
+func (r *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *kubecontainer.PodStatus, _ kuberuntime.PodEnv) (kubecontainer.SyncResult, error) {
 	r.calls = append(r.calls, "SyncPod")
+	r.syncedPod = pod
 	r.synced = true
 	if r.onSync != nil {
 		r.onSync()

@@ -33,6 +33,10 @@ type Input struct {
 	// eviction): once they all stopped it is Succeeded if each exited 0,
 	// else Failed, whatever its restart policy (upstream's podIsTerminal).
 	Terminal bool
+	// ResizeConditions are the pod's PodResizePending and
+	// PodResizeInProgress conditions (allocation.Manager), added as they
+	// are.
+	ResizeConditions []v1.PodCondition
 }
 
 // Probes is what status needs of the prober.
@@ -125,6 +129,10 @@ func Generate(in Input) v1.PodStatus {
 			c.LastTransitionTime = old.LastTransitionTime
 		}
 		st.Conditions = append(st.Conditions, c)
+	}
+	if !podspec.IsTerminal(st.Phase) {
+		// As upstream, a finished pod has no resize.
+		st.Conditions = append(st.Conditions, in.ResizeConditions...)
 	}
 	return st
 }
@@ -292,7 +300,11 @@ func statusResources(spec *v1.Container, cs *kubecontainer.ContainerStatus, old 
 		default:
 			keep(v1.ResourceCPU, requests, res.Requests)
 		}
-		keep(v1.ResourceMemory, requests, res.Requests)
+		if actual.MemoryRequest != nil {
+			res.Requests[v1.ResourceMemory] = actual.MemoryRequest.DeepCopy()
+		} else {
+			keep(v1.ResourceMemory, requests, res.Requests)
+		}
 	}
 	return res
 }

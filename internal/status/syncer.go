@@ -272,7 +272,7 @@ func (s *Syncer) Finish(ctx context.Context, pod *v1.Pod, final v1.PodStatus) er
 // ownedConditions are the conditions nodelet writes; others are kept.
 var ownedConditions = map[v1.PodConditionType]bool{
 	v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.ContainersReady: true, v1.PodReady: true,
-	v1.AllContainersRestarting: true,
+	v1.AllContainersRestarting: true, v1.PodResizePending: true, v1.PodResizeInProgress: true,
 }
 
 // mergeStatus is the status to write: ours, with the conditions others own

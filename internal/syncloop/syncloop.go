@@ -72,7 +72,37 @@ type Leftovers struct {
 	UserNamespaces interface {
 		CleanupOrphaned(ctx context.Context, keep func(types.UID) bool) error
 	}
+	// Actuated forgets the resources actuated for the containers of pods
+	// not kept (kuberuntime.Manager.ForgetActuated); nil: none kept.
+	Actuated func(ctx context.Context, keep func(types.UID) bool)
 }
+
+// Allocation admits pods with the resources it allocates them and
+// decides their in-place resizes (allocation.Manager).
+type Allocation interface {
+	// AddPod admits a new pod next to others; pending: its spec asks for
+	// a resize not allocated yet.
+	AddPod(ctx context.Context, pod *v1.Pod, others []*v1.Pod) (r admission.Result, pending bool)
+	// Backfill takes an admitted pod's resize conditions from its status.
+	Backfill(pod *v1.Pod)
+	PushPending(ctx context.Context, uid types.UID)
+	// PodUpdated is told of a pod's new version; it returns the pods to
+	// sync (resizes allocated, conditions changed).
+	PodUpdated(ctx context.Context, old, pod *v1.Pod) []*v1.Pod
+	RemovePod(ctx context.Context, uid types.UID)
+	// Retry and RetryDue try the pending resizes again (on a trigger;
+	// when the periodic retry is due) and return the pods to sync.
+	Retry(ctx context.Context, trigger string) []*v1.Pod
+	RetryDue(ctx context.Context) []*v1.Pod
+	RemoveOrphans(ctx context.Context, keep func(types.UID) bool)
+}
+
+// The retry triggers of pending resizes (allocation's).
+const (
+	triggerPodsAdded     = "pods_added"
+	triggerPodsRemoved   = "pods_removed"
+	triggerPodTerminated = "pod_terminated"
+)
 
 // Config is the main loop's. Every field but Offline is required.
 type Config struct {
@@ -104,6 +134,9 @@ type Config struct {
 		TrackPod(ctx context.Context, pod *v1.Pod)
 		ForgetPod(ctx context.Context, pod *v1.Pod)
 	}
+	// Allocation admits pods with their allocated resources and decides
+	// in-place resizes; nil: the admission chain alone, no resize.
+	Allocation Allocation
 }
 
 // Loop is the main loop: the only writer of the desired state. It applies
@@ -254,16 +287,55 @@ func (l *Loop) apply(ctx context.Context, ch podmanager.Changes) {
 		// own pruning waits for every source to be seen once, which a
 		// pod deleted during the API's first sync would otherwise outlast.
 		l.cfg.Release(p.UID)
+		if l.cfg.Allocation != nil {
+			l.cfg.Allocation.RemovePod(ctx, p.UID)
+		}
+	}
+	if len(ch.Removed) > 0 {
+		l.retryResizes(ctx, triggerPodsRemoved, nil)
 	}
 	for _, p := range ch.Added {
 		l.admitAndRun(ctx, p)
 	}
-	for _, p := range ch.Updated {
+	if len(ch.Added) > 0 {
+		l.retryResizes(ctx, triggerPodsAdded, nil)
+	}
+	for i, p := range ch.Updated {
 		switch {
 		case !l.cfg.Pods.Rejected(p.UID):
+			// A resize is decided before the pod's worker syncs it.
+			var resized []*v1.Pod
+			if l.cfg.Allocation != nil && p.DeletionTimestamp == nil && i < len(ch.Previous) {
+				resized = l.cfg.Allocation.PodUpdated(ctx, ch.Previous[i], p)
+			}
 			l.dispatch(p)
+			l.syncOthers(resized, p.UID)
 		case p.DeletionTimestamp != nil:
 			l.finishRejected(p)
+		}
+	}
+}
+
+// retryResizes tries the pending resizes again and syncs the pods whose
+// resize was allocated or whose conditions changed (but skip).
+func (l *Loop) retryResizes(ctx context.Context, trigger string, due func(context.Context) []*v1.Pod) {
+	if l.cfg.Allocation == nil {
+		return
+	}
+	var pods []*v1.Pod
+	if due != nil {
+		pods = due(ctx)
+	} else {
+		pods = l.cfg.Allocation.Retry(ctx, trigger)
+	}
+	l.syncOthers(pods, "")
+}
+
+// syncOthers syncs pods, skip excepted.
+func (l *Loop) syncOthers(pods []*v1.Pod, skip types.UID) {
+	for _, p := range pods {
+		if p.UID != skip && !l.cfg.Pods.Rejected(p.UID) {
+			l.dispatch(p)
 		}
 	}
 }
@@ -301,7 +373,8 @@ func (l *Loop) admitAndRun(ctx context.Context, p *v1.Pod) {
 		l.pending = append(l.pending, p)
 		return
 	}
-	if r := l.cfg.Admission.Admit(ctx, admission.Attributes{Pod: p, OtherPods: l.cfg.View.Active(p.UID)}); !r.Admit {
+	r, resizePending := l.admit(ctx, p)
+	if !r.Admit {
 		logger.Info("Pod rejected by admission", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
 		l.cfg.Pods.Reject(p.UID)
 		l.cfg.Recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
@@ -314,6 +387,12 @@ func (l *Loop) admitAndRun(ctx context.Context, p *v1.Pod) {
 		return
 	}
 	logger.Info("Pod added", "pod", klog.KObj(p), "podUID", p.UID)
+	if l.cfg.Allocation != nil {
+		l.cfg.Allocation.Backfill(p)
+		if resizePending {
+			l.cfg.Allocation.PushPending(ctx, p.UID)
+		}
+	}
 	// The same UID may have run and finished before, or be terminating
 	// still (a manifest removed and put back): it runs again once
 	// terminated (OnTerminated).
@@ -322,6 +401,16 @@ func (l *Loop) admitAndRun(ctx context.Context, p *v1.Pod) {
 	}
 	l.cfg.Workers.Forget(p.UID)
 	l.dispatch(p)
+}
+
+// admit runs admission: through the allocation manager when there is one
+// (the pod is admitted with the resources allocated to it before a
+// restart; resizePending: its spec asks for others).
+func (l *Loop) admit(ctx context.Context, p *v1.Pod) (r admission.Result, resizePending bool) {
+	if l.cfg.Allocation != nil {
+		return l.cfg.Allocation.AddPod(ctx, p, l.cfg.View.Active(p.UID))
+	}
+	return l.cfg.Admission.Admit(ctx, admission.Attributes{Pod: p, OtherPods: l.cfg.View.Active(p.UID)}), false
 }
 
 // admitPending admits the pods that waited for the Node and are still
@@ -348,11 +437,13 @@ func (l *Loop) Pending() []*v1.Pod { return l.pending }
 // Otherwise the worker's memory of the finished pod stays until
 // housekeeping sees the runtime no longer has it, so a stale relist cannot
 // start a second termination.
-func (l *Loop) OnTerminated(uid types.UID) {
+func (l *Loop) OnTerminated(ctx context.Context, uid types.UID) {
 	if p, ok := l.cfg.Pods.Get(uid); ok && p.DeletionTimestamp == nil {
 		l.cfg.Workers.Forget(uid)
 		l.cfg.Workers.Sync(p)
 	}
+	// Its resources are free: a deferred resize may fit now.
+	l.retryResizes(ctx, triggerPodTerminated, nil)
 }
 
 // housekeeping admits pods that waited for the Node, stops runtime pods
@@ -362,6 +453,9 @@ func (l *Loop) OnTerminated(uid types.UID) {
 // server) is slow or unreachable.
 func (l *Loop) housekeeping(ctx context.Context) {
 	l.admitPending(ctx)
+	if l.cfg.Allocation != nil {
+		l.retryResizes(ctx, "", l.cfg.Allocation.RetryDue)
+	}
 	if !l.cfg.SourcesReady.IsReady() {
 		return
 	}
@@ -416,6 +510,12 @@ func (l *Loop) housekeeping(ctx context.Context) {
 		if err := lo.UserNamespaces.CleanupOrphaned(ctx, keep); err != nil {
 			logger.Error(err, "Cannot free the user namespaces of removed pods")
 		}
+	}
+	if l.cfg.Allocation != nil {
+		l.cfg.Allocation.RemoveOrphans(ctx, keep)
+	}
+	if lo.Actuated != nil {
+		lo.Actuated(ctx, keep)
 	}
 	lo.GCBackoff()
 }

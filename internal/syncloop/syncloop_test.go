@@ -363,8 +363,8 @@ func TestOnTerminated(t *testing.T) {
 	h := newHarness(t)
 	h.loop.apply(ctx, h.loop.cfg.Pods.Set(SourceFile, []*v1.Pod{pod("back", 1)}))
 	h.workers.take()
-	h.loop.OnTerminated("back")
-	h.loop.OnTerminated("gone")
+	h.loop.OnTerminated(context.Background(), "back")
+	h.loop.OnTerminated(context.Background(), "gone")
 	if got, want := h.workers.take(), []string{"forget back", "sync back"}; !slices.Equal(got, want) {
 		t.Errorf("%v, want %v", got, want)
 	}
