@@ -46,6 +46,8 @@ go run ./bench/offline -out bench/results/offline.json -section bench/results/of
 go run ./bench/ecosystem -out bench/results/ecosystem.json -section bench/results/ecosystem.md
 # Device plugins, side by side (bench/deviceplugin).
 go run ./bench/deviceplugin -out bench/results/deviceplugin.json -section bench/results/deviceplugin.md
+# In-place resize, side by side (bench/resize).
+go run ./bench/resize -resizes "${BENCH_RESIZES:-50}" -out bench/results/resize.json -section bench/results/resize.md
 metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if ($i == m) print $(i-1) }' "$out"; }
 {
 	echo "# Benchmarks"
@@ -160,6 +162,10 @@ metric() { awk -v b="$1" -v m="$2" '$1 ~ "^"b"-" { for (i = 1; i <= NF; i++) if 
 	echo "<!-- deviceplugin: begin (bench/deviceplugin) -->"
 	cat bench/results/deviceplugin.md
 	echo "<!-- deviceplugin: end -->"
+	echo
+	echo "<!-- resize: begin (bench/resize) -->"
+	cat bench/results/resize.md
+	echo "<!-- resize: end -->"
 	echo
 	echo "## Raw output"
 	echo
