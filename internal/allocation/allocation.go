@@ -95,28 +95,6 @@ func New(cfg Config) (*Manager, error) {
 		nextRetry: cfg.Clock.Now().Add(initialRetryDelay)}, nil
 }
 
-// resizable reports whether a container's resources are allocated and
-// resized in place: app containers and init containers
-// (InPlacePodVerticalScalingInitContainers, GA and locked on in 1.37).
-// Ephemeral containers have none.
-func resizable(*v1.Container) bool { return true }
-
-// ResourceInfo is the pod's allocation record: every container's
-// resources and the pod-level ones. Memory-backed emptyDir limits are not
-// recorded: nodelet does not resize them (InPlacePodVerticalScalingMemoryBackedVolumes,
-// alpha, is not declared, so the API server does not send such resizes).
-func ResourceInfo(pod *v1.Pod) state.PodResourceInfo {
-	info := state.PodResourceInfo{ContainerResources: map[string]v1.ResourceRequirements{}, PodLevelResources: pod.Spec.Resources.DeepCopy()}
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range cs {
-			if resizable(&cs[i]) {
-				info.ContainerResources[cs[i].Name] = *cs[i].Resources.DeepCopy()
-			}
-		}
-	}
-	return info
-}
-
 // UpdatePodFromAllocation returns pod with its containers' resources
 // replaced by their allocation (a copy, only when they differ), and
 // whether they differed.
@@ -196,7 +174,7 @@ func (m *Manager) AddPod(ctx context.Context, pod *v1.Pod, others []*v1.Pod) (r 
 	if !r.Admit {
 		return r, false
 	}
-	if err := m.allocated.SetPod(ap.UID, ResourceInfo(ap)); err != nil {
+	if err := m.allocated.SetPod(ap.UID, state.InfoForPod(ap)); err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot checkpoint the pod's allocation", "pod", klog.KObj(ap))
 	}
 	return r, pending
@@ -328,7 +306,7 @@ func (m *Manager) handleResize(ctx context.Context, pod *v1.Pod) (bool, error) {
 	}
 	r := m.admitResize(ctx, pod, allocatedPod)
 	if r.Admit {
-		if err := m.allocated.SetPod(pod.UID, ResourceInfo(pod)); err != nil {
+		if err := m.allocated.SetPod(pod.UID, state.InfoForPod(pod)); err != nil {
 			return false, err
 		}
 		m.clearPending(pod.UID, resolutionAccepted)

@@ -170,13 +170,7 @@ func (m *Manager) initActuated(ctx context.Context, pod *v1.Pod) {
 	if _, ok := m.actuated.Pod(pod.UID); ok {
 		return
 	}
-	info := state.PodResourceInfo{ContainerResources: map[string]v1.ResourceRequirements{}, PodLevelResources: pod.Spec.Resources.DeepCopy()}
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range cs {
-			info.ContainerResources[cs[i].Name] = *cs[i].Resources.DeepCopy()
-		}
-	}
-	if err := m.actuated.SetPod(pod.UID, info); err != nil {
+	if err := m.actuated.SetPod(pod.UID, state.InfoForPod(pod)); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to initialize actuated pod resource info checkpoint", "pod", klog.KObj(pod))
 	}
 }

@@ -32,6 +32,22 @@ type PodResourceInfo struct {
 	EmptyDirVolumeLimits map[string]*resource.Quantity
 }
 
+// InfoForPod is the record of pod's resources, as upstream's
+// ResourceInfoForPod: every container's (init containers included; a
+// running init container is resized like the others) and the pod-level
+// ones. Memory-backed emptyDir limits are not recorded: nodelet does not
+// resize them (InPlacePodVerticalScalingMemoryBackedVolumes is not
+// declared).
+func InfoForPod(pod *v1.Pod) PodResourceInfo {
+	info := PodResourceInfo{ContainerResources: map[string]v1.ResourceRequirements{}, PodLevelResources: pod.Spec.Resources.DeepCopy()}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			info.ContainerResources[cs[i].Name] = *cs[i].Resources.DeepCopy()
+		}
+	}
+	return info
+}
+
 // DeepCopy copies i.
 func (i PodResourceInfo) DeepCopy() PodResourceInfo {
 	out := PodResourceInfo{PodLevelResources: i.PodLevelResources.DeepCopy()}
