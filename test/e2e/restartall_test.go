@@ -32,7 +32,7 @@ func TestClusterRestartAllContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(nodeObj.Status.DeclaredFeatures, ","); got != "ExtendWebSocketsToKubelet,RestartAllContainersOnContainerExits" {
+	if got := strings.Join(nodeObj.Status.DeclaredFeatures, ","); got != "ExtendWebSocketsToKubelet,InPlacePodVerticalScalingInitContainers,RestartAllContainersOnContainerExits" {
 		t.Errorf("declaredFeatures %s", got)
 	}
 	busybox := func(name, script string) v1.Container {
