@@ -1,0 +1,471 @@
+package cpumanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/podspec"
+)
+
+// DefaultReconcilePeriod is upstream's cpuManagerReconcilePeriod default.
+const DefaultReconcilePeriod = 10 * time.Second
+
+// Runtime is what the reconcile loop needs of CRI.
+type Runtime interface {
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	UpdateContainerResources(ctx context.Context, containerID string, resources *runtimeapi.ContainerResources) error
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Policy is cpuManagerPolicy: "none" (the default) or "static".
+	Policy string
+	// Options is cpuManagerPolicyOptions.
+	Options map[string]string
+	// ReservedSystemCPUs is reservedSystemCPUs ("" none).
+	ReservedSystemCPUs string
+	// Reserved is kubeReserved.cpu + systemReserved.cpu.
+	Reserved resource.Quantity
+	// ReconcilePeriod defaults to DefaultReconcilePeriod.
+	ReconcilePeriod time.Duration
+	// Dir holds the checkpoint (the root directory); "" keeps the state in
+	// memory.
+	Dir string
+	// Topology is the machine's CPUs. Required.
+	Topology *Topology
+	// ActivePods are the admitted pods not finished: a pod's exclusive CPUs
+	// return to the shared pool once it is not among them. Required.
+	ActivePods func() []*v1.Pod
+	// SourcesReady reports whether every pod source has been seen (stale
+	// assignments are not dropped before). Required.
+	SourcesReady func() bool
+	// Runtime is CRI. Required with the static policy.
+	Runtime Runtime
+	// Registerer takes upstream's cpu_manager_* metrics (none when nil).
+	Registerer prometheus.Registerer
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+}
+
+// Manager is the CPU manager. Safe for concurrent use.
+type Manager struct {
+	cfg      Config
+	opts     Options
+	path     string
+	reserved cpuset.CPUSet
+	metrics  *metrics
+
+	mu    sync.Mutex
+	state *state
+	// applied is the cpuset each running container was last given (at
+	// creation or by the reconcile loop), by pod UID and container name.
+	applied map[string]map[string]cpuset.CPUSet
+}
+
+// New returns the manager of cfg's policy, its state restored from the
+// checkpoint and validated against the machine as upstream does (an
+// invalid state refuses to start: the node has to be drained and the file
+// removed).
+func New(cfg Config) (*Manager, error) {
+	switch {
+	case cfg.Topology == nil:
+		return nil, errors.New("cpumanager: Config.Topology is required")
+	case cfg.ActivePods == nil:
+		return nil, errors.New("cpumanager: Config.ActivePods is required")
+	case cfg.SourcesReady == nil:
+		return nil, errors.New("cpumanager: Config.SourcesReady is required")
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyNone
+	}
+	if cfg.ReconcilePeriod <= 0 {
+		cfg.ReconcilePeriod = DefaultReconcilePeriod
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	opts, err := ParseOptions(cfg.Policy, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, opts: opts, reserved: cpuset.New(), applied: map[string]map[string]cpuset.CPUSet{}}
+	if cfg.Dir != "" {
+		m.path = filepath.Join(cfg.Dir, StateFile)
+	}
+	explicit, err := cpuset.Parse(cfg.ReservedSystemCPUs)
+	if err != nil {
+		return nil, fmt.Errorf("reservedSystemCPUs %q: %w", cfg.ReservedSystemCPUs, err)
+	}
+	switch cfg.Policy {
+	case PolicyNone:
+	case PolicyStatic:
+		if cfg.Runtime == nil {
+			return nil, errors.New("cpumanager: Config.Runtime is required with the static policy")
+		}
+		if m.reserved, err = ReservedCPUs(cfg.Topology, explicit, cfg.Reserved); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown policy: %q", cfg.Policy)
+	}
+	if m.state, err = loadState(m.path, cfg.Policy); err != nil {
+		return nil, err
+	}
+	if cfg.Policy == PolicyStatic {
+		if err := validateState(m.state, cfg.Topology.All(), m.reserved, opts.StrictCPUReservation); err != nil {
+			return nil, corruptState(m.path, err)
+		}
+	}
+	if err := m.state.store(m.path); err != nil {
+		return nil, fmt.Errorf("cpu manager checkpoint: %w", err)
+	}
+	m.metrics = newMetrics(cfg.Registerer)
+	m.updateMetrics()
+	return m, nil
+}
+
+// Policy is the policy's name.
+func (m *Manager) Policy() string { return m.cfg.Policy }
+
+// Reserved is the set of reserved CPUs (static policy; empty otherwise).
+func (m *Manager) Reserved() cpuset.CPUSet { return m.reserved }
+
+// Allocatable are the CPUs that can be assigned exclusively (static
+// policy: all but the reserved; none: none), as the pod-resources API
+// reports them.
+func (m *Manager) Allocatable() cpuset.CPUSet {
+	if m.cfg.Policy != PolicyStatic {
+		return cpuset.New()
+	}
+	return m.cfg.Topology.All().Difference(m.reserved)
+}
+
+// Exclusive are the CPUs assigned to a container alone (empty when none).
+func (m *Manager) Exclusive(uid, container string) cpuset.CPUSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if set, ok := m.state.assignments[uid][container]; ok {
+		return set
+	}
+	return cpuset.New()
+}
+
+// ContainerCPUs is the cpuset a container is created with: its exclusive
+// CPUs, else the shared pool; empty under the none policy (the runtime's
+// default, every CPU). It is remembered as applied.
+func (m *Manager) ContainerCPUs(uid, container string) cpuset.CPUSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cfg.Policy != PolicyStatic {
+		return cpuset.New()
+	}
+	set := m.cpusLocked(uid, container)
+	m.setApplied(uid, container, set)
+	return set
+}
+
+func (m *Manager) cpusLocked(uid, container string) cpuset.CPUSet {
+	if set, ok := m.state.assignments[uid][container]; ok {
+		return set
+	}
+	return m.state.defaultSet
+}
+
+func (m *Manager) setApplied(uid, container string, set cpuset.CPUSet) {
+	if m.applied[uid] == nil {
+		m.applied[uid] = map[string]cpuset.CPUSet{}
+	}
+	m.applied[uid][container] = set
+}
+
+// Admit is the CPU manager's admission handler (upstream's, through the
+// topology manager's none policy): a new pod's Guaranteed containers with
+// integer CPU requests get their exclusive CPUs, init containers first
+// (their CPUs are reused by the app containers). A failure refuses the
+// pod: SMTAlignmentError under full-pcpus-only, else
+// UnexpectedAdmissionError with upstream's words. A resize is admitted
+// here: the allocation manager refuses a Guaranteed pod's CPU resize under
+// the static policy (Infeasible), as upstream.
+func (m *Manager) Admit(ctx context.Context, a admission.Attributes) admission.Result {
+	if m.cfg.Policy != PolicyStatic || a.Operation == admission.OperationResize {
+		return admission.Result{Admit: true}
+	}
+	m.removeStale(ctx, append(m.cfg.ActivePods(), a.Pod))
+	if err := m.allocate(ctx, a.Pod); err != nil {
+		var smt SMTAlignmentError
+		if errors.As(err, &smt) {
+			return admission.Result{Reason: "SMTAlignmentError", Message: err.Error()}
+		}
+		return admission.Result{Reason: "UnexpectedAdmissionError", Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+	}
+	return admission.Result{Admit: true}
+}
+
+// allocate gives the pod's containers their exclusive CPUs; on failure
+// the pod keeps none.
+func (m *Manager) allocate(ctx context.Context, pod *v1.Pod) error {
+	logger := klog.FromContext(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid := string(pod.UID)
+	reusable := cpuset.New()
+	var err error
+	each := func(c *v1.Container, init bool) {
+		if err != nil {
+			return
+		}
+		n := guaranteedCPUs(pod, c)
+		if n == 0 {
+			return
+		}
+		m.metrics.pinningRequests.Inc()
+		set, ok := m.state.assignments[uid][c.Name]
+		if !ok {
+			if set, err = m.take(n, reusable); err != nil {
+				m.metrics.pinningErrors.Inc()
+				logger.Error(err, "Unable to allocate exclusive CPUs", "pod", klog.KObj(pod), "container", c.Name, "numCPUs", n)
+				return
+			}
+			m.state.set(uid, c.Name, set)
+			m.state.defaultSet = m.state.defaultSet.Difference(set)
+			logger.Info("Allocated exclusive CPUs", "pod", klog.KObj(pod), "container", c.Name, "cpuset", set.String())
+		}
+		// upstream's updateCPUsToReuse: a (non-sidecar) init container's
+		// CPUs may go to the containers after it.
+		if init && !podspec.IsSidecar(c) {
+			reusable = reusable.Union(set)
+		} else {
+			reusable = reusable.Difference(set)
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		each(&pod.Spec.InitContainers[i], true)
+	}
+	for i := range pod.Spec.Containers {
+		each(&pod.Spec.Containers[i], false)
+	}
+	if err != nil {
+		m.releaseLocked(uid)
+	}
+	if serr := m.state.store(m.path); serr != nil && err == nil {
+		err = fmt.Errorf("cpu manager checkpoint: %w", serr)
+	}
+	m.updateMetrics()
+	return err
+}
+
+// take picks n exclusive CPUs from the free ones (the shared pool less
+// the reserved) and reusable (the pod's init containers' CPUs).
+func (m *Manager) take(n int, reusable cpuset.CPUSet) (cpuset.CPUSet, error) {
+	t := m.cfg.Topology
+	if m.opts.FullPCPUsOnly {
+		perCore := t.CPUsPerCore()
+		if n%perCore != 0 {
+			return cpuset.New(), SMTAlignmentError{RequestedCPUs: n, CpusPerCore: perCore}
+		}
+		if avail := m.state.defaultSet.Difference(t.CoreSiblings(m.reserved)).Size(); n > avail {
+			return cpuset.New(), SMTAlignmentError{RequestedCPUs: n, CpusPerCore: perCore, AvailablePhysicalCPUs: avail, CausedByPhysicalCPUs: true}
+		}
+	}
+	free := m.state.defaultSet.Difference(m.reserved).Union(reusable)
+	return takeByTopology(t, free, n)
+}
+
+// Release returns a pod's exclusive CPUs to the shared pool (a pod the
+// admission chain refused after this handler admitted it).
+func (m *Manager) Release(ctx context.Context, uid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.state.assignments[uid]) == 0 {
+		return
+	}
+	m.releaseLocked(uid)
+	if err := m.state.store(m.path); err != nil {
+		klog.FromContext(ctx).Error(err, "Could not write the CPU manager checkpoint")
+	}
+	m.updateMetrics()
+}
+
+// releaseLocked returns a pod's exclusive CPUs to the shared pool.
+func (m *Manager) releaseLocked(uid string) {
+	for name, set := range m.state.assignments[uid] {
+		m.state.remove(uid, name)
+		m.state.defaultSet = m.state.defaultSet.Union(set)
+	}
+	delete(m.applied, uid)
+}
+
+// removeStale drops the assignments of pods and containers that are not
+// active (upstream's removeStaleState), once every source is ready.
+func (m *Manager) removeStale(ctx context.Context, active []*v1.Pod) {
+	if !m.cfg.SourcesReady() {
+		return
+	}
+	live := map[string]map[string]bool{}
+	for _, p := range active {
+		names := map[string]bool{}
+		for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range cs {
+				names[cs[i].Name] = true
+			}
+		}
+		live[string(p.UID)] = names
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := false
+	for uid, cs := range m.state.assignments {
+		for name, set := range cs {
+			if live[uid][name] {
+				continue
+			}
+			klog.FromContext(ctx).Info("Releasing the exclusive CPUs of a container no longer active", "podUID", uid, "container", name, "cpuset", set.String())
+			m.state.remove(uid, name)
+			m.state.defaultSet = m.state.defaultSet.Union(set)
+			changed = true
+		}
+	}
+	for uid := range m.applied {
+		if live[uid] == nil {
+			delete(m.applied, uid)
+		}
+	}
+	if changed {
+		if err := m.state.store(m.path); err != nil {
+			klog.FromContext(ctx).Error(err, "Could not write the CPU manager checkpoint")
+		}
+		m.updateMetrics()
+	}
+}
+
+// Run reconciles every period until ctx is done (static policy only).
+func (m *Manager) Run(ctx context.Context) error {
+	if m.cfg.Policy != PolicyStatic {
+		<-ctx.Done()
+		return nil
+	}
+	klog.FromContext(ctx).Info("CPU manager reconciling", "policy", m.cfg.Policy, "reconcilePeriod", m.cfg.ReconcilePeriod,
+		"reserved", m.reserved.String(), "sharedPool", m.sharedPool().String())
+	t := m.cfg.Clock.NewTicker(m.cfg.ReconcilePeriod)
+	defer t.Stop()
+	for {
+		m.Reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+func (m *Manager) sharedPool() cpuset.CPUSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state.defaultSet
+}
+
+// Reconcile drops stale assignments and gives every running container of
+// an active pod the cpuset it should have (its exclusive CPUs or the
+// shared pool as it is now) when it was last given another (upstream's
+// reconcileState). It returns how many containers were updated.
+func (m *Manager) Reconcile(ctx context.Context) int {
+	logger := klog.FromContext(ctx)
+	active := m.cfg.ActivePods()
+	m.removeStale(ctx, active)
+	isActive := map[string]bool{}
+	for _, p := range active {
+		isActive[string(p.UID)] = true
+	}
+	ctrs, err := m.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	if err != nil {
+		logger.Error(err, "CPU manager: could not list the running containers")
+		return 0
+	}
+	updated := 0
+	for _, c := range ctrs {
+		uid, name := c.Labels["io.kubernetes.pod.uid"], c.Labels["io.kubernetes.container.name"]
+		if !isActive[uid] || name == "" {
+			continue
+		}
+		m.mu.Lock()
+		want, last := m.cpusLocked(uid, name), m.applied[uid][name]
+		m.mu.Unlock()
+		if want.IsEmpty() || want.Equals(last) {
+			continue
+		}
+		if err := m.cfg.Runtime.UpdateContainerResources(ctx, c.Id, &runtimeapi.ContainerResources{
+			Linux: &runtimeapi.LinuxContainerResources{CpusetCpus: want.String()}}); err != nil {
+			logger.Error(err, "CPU manager: could not update the container's cpuset", "podUID", uid, "container", name, "containerID", c.Id, "cpuset", want.String())
+			continue
+		}
+		logger.V(2).Info("CPU manager: updated the container's cpuset", "podUID", uid, "container", name, "containerID", c.Id, "cpuset", want.String())
+		m.mu.Lock()
+		m.setApplied(uid, name, want)
+		m.mu.Unlock()
+		updated++
+	}
+	return updated
+}
+
+// metrics are upstream's CPU manager metrics, same names.
+type metrics struct {
+	pinningRequests prometheus.Counter
+	pinningErrors   prometheus.Counter
+	sharedPool      prometheus.Gauge
+	exclusive       prometheus.Gauge
+	perNUMA         *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		pinningRequests: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "kubelet", Name: "cpu_manager_pinning_requests_total",
+			Help: "[ALPHA] The number of cpu core allocations which required pinning."}),
+		pinningErrors: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "kubelet", Name: "cpu_manager_pinning_errors_total",
+			Help: "[ALPHA] The number of cpu core allocations which required pinning failed."}),
+		sharedPool: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: "kubelet", Name: "cpu_manager_shared_pool_size_millicores",
+			Help: "[ALPHA] The size of the shared CPU pool for non-guaranteed QoS pods, in millicores."}),
+		exclusive: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: "kubelet", Name: "cpu_manager_exclusive_cpu_allocation_count",
+			Help: "[ALPHA] The total number of CPUs exclusively allocated to containers running on this node"}),
+		perNUMA: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "kubelet", Name: "cpu_manager_allocation_per_numa",
+			Help: "[ALPHA] Number of CPUs allocated per NUMA node"}, []string{"numa_node"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.pinningRequests, m.pinningErrors, m.sharedPool, m.exclusive, m.perNUMA)
+	}
+	return m
+}
+
+// updateMetrics sets the gauges from the state (static policy); mu held
+// or not yet shared.
+func (m *Manager) updateMetrics() {
+	if m.cfg.Policy != PolicyStatic {
+		return
+	}
+	m.metrics.sharedPool.Set(float64(m.state.defaultSet.Size() * 1000))
+	excl := m.state.exclusive()
+	m.metrics.exclusive.Set(float64(excl.Size()))
+	counts := map[int]int{}
+	for _, n := range m.cfg.Topology.NUMANodesOf(m.cfg.Topology.All()) {
+		counts[n] = 0
+	}
+	for _, id := range excl.UnsortedList() {
+		counts[m.cfg.Topology.CPUs[id].NUMA]++
+	}
+	for n, c := range counts {
+		m.metrics.perNUMA.WithLabelValues(strconv.Itoa(n)).Set(float64(c))
+	}
+}
