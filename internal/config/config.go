@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,9 +17,11 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/cpuset"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodelet/nodelet/internal/cpumanager"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/rootdir"
 )
@@ -378,14 +381,14 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.Var(optionalInt32(&c.NodeStatusMaxImages), "node-status-max-images", "Images reported in the Node's status.images.")
 	fs.DurationVar(&c.StreamingConnectionIdleTimeout.Duration, "streaming-connection-idle-timeout", c.StreamingConnectionIdleTimeout.Duration, "Deprecated upstream: validated, then ignored with a warning.")
 	fs.BoolVar(&c.KernelMemcgNotification, "kernel-memcg-notification", c.KernelMemcgNotification, "Use the kernel's memory notifications for eviction (nodelet always does).")
-	fs.StringVar(&c.CPUManagerPolicy, "cpu-manager-policy", c.CPUManagerPolicy, "CPU manager policy: only none (the CPU manager is not implemented yet).")
-	fs.Var(cliflag.NewMapStringString(&c.CPUManagerPolicyOptions), "cpu-manager-policy-options", "CPU manager policy options: refused (not implemented yet).")
-	fs.DurationVar(&c.CPUManagerReconcilePeriod.Duration, "cpu-manager-reconcile-period", c.CPUManagerReconcilePeriod.Duration, "CPU manager reconcile period: refused away from its default (not implemented yet).")
+	fs.StringVar(&c.CPUManagerPolicy, "cpu-manager-policy", c.CPUManagerPolicy, "CPU manager policy: none or static.")
+	fs.Var(cliflag.NewMapStringString(&c.CPUManagerPolicyOptions), "cpu-manager-policy-options", "CPU manager policy options (static): full-pcpus-only, strict-cpu-reservation.")
+	fs.DurationVar(&c.CPUManagerReconcilePeriod.Duration, "cpu-manager-reconcile-period", c.CPUManagerReconcilePeriod.Duration, "How often the CPU manager writes the shared pool's cpuset to the running containers.")
 	fs.StringVar(&c.MemoryManagerPolicy, "memory-manager-policy", c.MemoryManagerPolicy, "Memory manager policy: only None (not implemented yet).")
 	fs.StringVar(&c.TopologyManagerPolicy, "topology-manager-policy", c.TopologyManagerPolicy, "Topology manager policy: only none (not implemented yet).")
 	fs.StringVar(&c.TopologyManagerScope, "topology-manager-scope", c.TopologyManagerScope, "Topology manager scope: only container (not implemented yet).")
 	fs.Var(cliflag.NewMapStringString(&c.TopologyManagerPolicyOptions), "topology-manager-policy-options", "Topology manager policy options: refused (not implemented yet).")
-	fs.StringVar(&c.ReservedSystemCPUs, "reserved-cpus", c.ReservedSystemCPUs, "CPUs reserved for the system: refused (the CPU manager is not implemented yet).")
+	fs.StringVar(&c.ReservedSystemCPUs, "reserved-cpus", c.ReservedSystemCPUs, "CPUs reserved for the system (a cpuset), kept out of exclusive allocation; overrides the cpu of kubeReserved and systemReserved.")
 	fs.Var(cliflag.NewMapStringString(&c.QOSReserved), "qos-reserved", "Memory reserved per QoS class: refused (not implemented).")
 	fs.Int32Var(&c.PodsPerCore, "pods-per-core", c.PodsPerCore, "Pods per core: refused away from 0 (not implemented).")
 	fs.BoolVar(&c.ProtectKernelDefaults, "protect-kernel-defaults", c.ProtectKernelDefaults, "Refused when true (not implemented).")
@@ -550,7 +553,27 @@ func (o *Options) complete() error {
 		// Upstream's cloudprovider.ErrorForDisabledProvider.
 		return fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", o.CloudProvider)
 	}
-	return Validate(&o.Config)
+	if err := Validate(&o.Config); err != nil {
+		return err
+	}
+	ReservedCPUsOverride(&o.Config)
+	return nil
+}
+
+// ReservedCPUsOverride applies reservedSystemCPUs to the reservations, as
+// upstream's kubelet does at start: their count becomes
+// systemReserved.cpu, kubeReserved.cpu is dropped (allocatable and the
+// static CPU manager's reservation follow).
+func ReservedCPUsOverride(c *kubeletv1beta1.KubeletConfiguration) {
+	set, err := cpuset.Parse(c.ReservedSystemCPUs)
+	if err != nil || set.IsEmpty() {
+		return
+	}
+	delete(c.KubeReserved, "cpu")
+	if c.SystemReserved == nil {
+		c.SystemReserved = map[string]string{}
+	}
+	c.SystemReserved["cpu"] = strconv.Itoa(set.Size())
 }
 
 // LoadFile reads a KubeletConfiguration file and defaults it. Unknown or
@@ -802,6 +825,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	errs = append(errs, validateEnforceNodeAllocatable(c)...)
 	errs = append(errs, validateShutdown(c)...)
+	errs = append(errs, validateCPUManager(c)...)
 	errs = append(errs, checkUnsupported(c)...)
 	// As upstream's validation, its messages.
 	if on, set := c.FeatureGates["KubeletCrashLoopBackOffMax"]; on || !set {
@@ -960,6 +984,32 @@ func validateShutdown(c *kubeletv1beta1.KubeletConfiguration) []error {
 		errs = append(errs, errors.New("invalid configuration: Specifying shutdownGracePeriodByPodPriority requires feature gate GracefulNodeShutdownBasedOnPodPriority"))
 	case len(c.ShutdownGracePeriodByPodPriority) != 0 && (period > 0 || critical > 0):
 		errs = append(errs, errors.New("invalid configuration: Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"))
+	}
+	return errs
+}
+
+// validateCPUManager checks the CPU manager's settings as upstream's
+// validation and manager do, with their messages.
+func validateCPUManager(c *kubeletv1beta1.KubeletConfiguration) []error {
+	var errs []error
+	switch c.CPUManagerPolicy {
+	case "", cpumanager.PolicyNone, cpumanager.PolicyStatic:
+		if _, err := cpumanager.ParseOptions(cmp.Or(c.CPUManagerPolicy, cpumanager.PolicyNone), c.CPUManagerPolicyOptions); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("invalid configuration: cpuManagerPolicy (--cpu-manager-policy) %q: unknown policy (none or static)", c.CPUManagerPolicy))
+	}
+	if c.CPUManagerReconcilePeriod.Duration < 0 {
+		errs = append(errs, fmt.Errorf("invalid configuration: cpuManagerReconcilePeriod (--cpu-manager-reconcile-period) %v must not be negative", c.CPUManagerReconcilePeriod.Duration))
+	}
+	if c.ReservedSystemCPUs != "" {
+		if c.SystemReservedCgroup != "" || c.KubeReservedCgroup != "" {
+			errs = append(errs, fmt.Errorf("invalid configuration: can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)"))
+		}
+		if _, err := cpuset.Parse(c.ReservedSystemCPUs); err != nil {
+			errs = append(errs, fmt.Errorf("invalid configuration: unable to parse reservedSystemCPUs (--reserved-cpus) %v, error: %w", c.ReservedSystemCPUs, err))
+		}
 	}
 	return errs
 }

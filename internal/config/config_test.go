@@ -545,9 +545,9 @@ func TestUpstreamFieldFlags(t *testing.T) {
 		t.Errorf("flags not applied: %+v", c)
 	}
 	for flag, field := range map[string]string{
-		"--cpu-manager-policy=static":              "cpuManagerPolicy",
+		"--cpu-manager-policy=dynamic":             "cpuManagerPolicy",
 		"--topology-manager-policy=restricted":     "topologyManagerPolicy",
-		"--reserved-cpus=0":                        "reservedSystemCPUs",
+		"--reserved-cpus=zero":                     "reservedSystemCPUs",
 		"--registry-qps=3":                         "registryPullQPS",
 		"--manifest-url=http://127.0.0.1/p":        "staticPodURL",
 		"--feature-gates=NoSuchGate=true":          "NoSuchGate",

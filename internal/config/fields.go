@@ -69,7 +69,6 @@ type FieldStatus struct {
 
 const (
 	whyStaticPodURL = "static pods from a URL are not implemented"
-	whyCPUManager   = "the CPU manager is not implemented yet"
 	whyMemManager   = "the memory manager is not implemented yet"
 	whyTopology     = "the topology manager is not implemented yet"
 	whyPullRate     = "image pulls are not rate-limited"
@@ -184,13 +183,14 @@ var fieldStatuses = []FieldStatus{
 		Test: "internal/cgroups TestWithoutCgroupsPerQOS"},
 	{Path: "cgroupDriver", Status: Honoured, Note: "cgroupfs or systemd; the driver the runtime reports wins, as upstream.",
 		Test: "e2e TestCgroupV1AndRuntimeDriver; internal/kuberuntime TestCgroupDriverFromRuntime"},
-	{Path: "cpuManagerPolicy", Status: Refused, Why: whyCPUManager, Accept: []string{`"none"`},
-		Note: "No CPU manager: containers share the CPUs (the none policy).", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "cpuManagerPolicy", Status: Honoured, Note: "none or static: Guaranteed containers with integer CPU requests get exclusive CPUs (cpuset), every other container the shared pool; cpu_manager_state as upstream's.",
+		Test: "internal/cpumanager TestStaticPolicy; e2e TestClusterCPUManagerStatic"},
 	{Path: "singleProcessOOMKill", Status: Refused, Why: "nodelet always sets memory.oom.group=1 on cgroup v2", Accept: []string{`false`},
 		Note: "false (upstream's default on cgroup v2) is what nodelet does.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "cpuManagerPolicyOptions", Status: Refused, Why: whyCPUManager, Note: "No CPU manager.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "cpuManagerReconcilePeriod", Status: Refused, Why: whyCPUManager, Accept: []string{`"10s"`},
-		Note: "No CPU manager; upstream's default 10s is accepted.", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "cpuManagerPolicyOptions", Status: Honoured, Note: "full-pcpus-only and strict-cpu-reservation; the other options (distribute-cpus-across-numa, align-by-socket, distribute-cpus-across-cores, prefer-align-cpus-by-uncorecache) refuse to start when true.",
+		Test: "internal/cpumanager TestFullPCPUsOnlyAndOptions, TestStrictReservationAndNone; TestUnsupportedFieldsRefused (validation)"},
+	{Path: "cpuManagerReconcilePeriod", Status: Honoured, Note: "How often the shared pool's cpuset is written to the running containers.",
+		Test: "internal/cpumanager TestStaticPolicy; e2e TestClusterCPUManagerStatic"},
 	{Path: "memoryManagerPolicy", Status: Refused, Why: whyMemManager, Accept: []string{`"None"`},
 		Note: "No memory manager (the None policy).", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "topologyManagerPolicy", Status: Refused, Why: whyTopology, Accept: []string{`"none"`},
@@ -285,8 +285,8 @@ var fieldStatuses = []FieldStatus{
 		Test: "internal/cgroups TestEnforceReserved; internal/nodestatus TestCapacityAndAllocatable; e2e TestNodeAllocatableReserved"},
 	{Path: "kubeReserved", Status: Honoured, Note: "Subtracted from allocatable; enforced on kubeReservedCgroup when asked.",
 		Test: "internal/cgroups TestEnforceReserved; internal/nodestatus TestCapacityAndAllocatable; e2e TestNodeAllocatableReserved"},
-	{Path: "reservedSystemCPUs", Status: Refused, Why: whyCPUManager,
-		Note: "A static CPU reservation needs the CPU manager.", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "reservedSystemCPUs", Status: Honoured, Note: "The CPUs kept out of exclusive allocation; their count replaces kubeReserved.cpu + systemReserved.cpu in allocatable, as upstream.",
+		Test: "internal/cpumanager TestStrictReservationAndNone; TestUnsupportedFieldsRefused (validation)"},
 	{Path: "showHiddenMetricsForVersion", Status: Refused, Why: "nodelet has no hidden metrics to show",
 		Note: "nodelet's metrics have no deprecated hidden ones.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "systemReservedCgroup", Status: Honoured, Note: "Cgroup limited to systemReserved (enforceNodeAllocatable system-reserved).",

@@ -255,10 +255,7 @@ var refusedValues = map[string]string{
 	"preloadedImagesVerificationAllowlist":      `["registry.k8s.io/pause"]`,
 	"enableContentionProfiling":                 `true`,
 	"systemCgroups":                             `"/system.slice"`,
-	"cpuManagerPolicy":                          `"static"`,
 	"singleProcessOOMKill":                      `true`,
-	"cpuManagerPolicyOptions":                   `{"full-pcpus-only":"true"}`,
-	"cpuManagerReconcilePeriod":                 `"5s"`,
 	"memoryManagerPolicy":                       `"Static"`,
 	"topologyManagerPolicy":                     `"single-numa-node"`,
 	"topologyManagerScope":                      `"pod"`,
@@ -269,7 +266,6 @@ var refusedValues = map[string]string{
 	"enableControllerAttachDetach":              `false`,
 	"protectKernelDefaults":                     `true`,
 	"configMapAndSecretChangeDetectionStrategy": `"Get"`,
-	"reservedSystemCPUs":                        `"0"`,
 	"showHiddenMetricsForVersion":               `"1.36"`,
 	"defaultPodSysctls":                         `{"net.ipv4.ip_forward":"1"}`,
 	"volumePluginDir":                           `"/opt/flexvolume/"`,
@@ -357,7 +353,12 @@ func TestUnsupportedFieldsRefused(t *testing.T) {
 		"pointers to empty structs":          {`{"tracing":{},"userNamespaces":{}}`, ""},
 		"userNamespaces.idsPerPod":           {`{"userNamespaces":{"idsPerPod":131072}}`, ""},
 		"userNamespaces.idsPerPod too small": {`{"userNamespaces":{"idsPerPod":1024}}`, "userNamespaces.idsPerPod must not be less than 65536"},
-		"a gate and a refused field at once": {`{"cpuManagerPolicy":"static","featureGates":{"AllBeta":true}}`, "cpuManagerPolicy"},
+		"a gate and a refused field at once": {`{"memoryManagerPolicy":"Static","featureGates":{"AllBeta":true}}`, "memoryManagerPolicy"},
+		"cpuManagerPolicy static":            {`{"cpuManagerPolicy":"static","cpuManagerPolicyOptions":{"full-pcpus-only":"true"},"reservedSystemCPUs":"0"}`, ""},
+		"cpuManagerPolicy unknown":           {`{"cpuManagerPolicy":"dynamic"}`, "cpuManagerPolicy"},
+		"cpuManagerPolicyOptions not ours":   {`{"cpuManagerPolicy":"static","cpuManagerPolicyOptions":{"align-by-socket":"true"}}`, `"align-by-socket" is not implemented`},
+		"cpuManagerPolicyOptions with none":  {`{"cpuManagerPolicyOptions":{"full-pcpus-only":"true"}}`, "only valid with the static policy"},
+		"reservedSystemCPUs with a cgroup":   {`{"reservedSystemCPUs":"0","systemReservedCgroup":"/system.slice"}`, "can't use reservedSystemCPUs"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := Validate(configFrom(t, tc.doc))
