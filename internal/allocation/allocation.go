@@ -52,6 +52,9 @@ type Config struct {
 	// Active are the admitted pods that count against the node's
 	// resources. Required.
 	Active func() []*v1.Pod
+	// CPUManagerStatic: the CPU manager runs the static policy; a
+	// Guaranteed pod's CPU resize is then Infeasible, as upstream.
+	CPUManagerStatic bool
 	// SwapBehavior is a container's swap behaviour (cgroups.SwapBehavior
 	// with the node's options); nil: no container has swap.
 	SwapBehavior func(pod *v1.Pod, c *v1.Container) string
@@ -344,6 +347,12 @@ func (m *Manager) admitResize(ctx context.Context, pod, allocatedPod *v1.Pod) ad
 		metrics.PodInfeasibleResizes.WithLabelValues("swap_limitation").Inc()
 		return admission.Result{Reason: v1.PodReasonInfeasible, Message: msg}
 	}
+	if m.cfg.CPUManagerStatic && podspec.QOSClass(pod) == v1.PodQOSGuaranteed && cpuRequestChanged(pod, allocatedPod) {
+		// As upstream without InPlacePodVerticalScalingExclusiveCPUs
+		// (alpha, off): exclusive CPUs are not resized.
+		metrics.PodInfeasibleResizes.WithLabelValues("guaranteed_pod_cpu_manager_static_policy").Inc()
+		return admission.Result{Reason: v1.PodReasonInfeasible, Message: `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`}
+	}
 	others := slices.DeleteFunc(m.AllocatedPods(m.cfg.Active()), func(p *v1.Pod) bool { return p.UID == pod.UID })
 	r := m.cfg.Admit(ctx, admission.Attributes{Pod: pod, OtherPods: others, Operation: admission.OperationResize})
 	if !r.Admit {
@@ -389,6 +398,26 @@ func (m *Manager) swapInfeasible(desired, allocated *v1.Pod) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// cpuRequestChanged reports whether a container's CPU request differs
+// between the desired and the allocated pod (upstream's
+// guaranteedPodResourceResizeRequired for CPU).
+func cpuRequestChanged(desired, allocated *v1.Pod) bool {
+	alloc := map[string]*v1.Container{}
+	for _, cs := range [][]v1.Container{allocated.Spec.InitContainers, allocated.Spec.Containers} {
+		for i := range cs {
+			alloc[cs[i].Name] = &cs[i]
+		}
+	}
+	for _, cs := range [][]v1.Container{desired.Spec.InitContainers, desired.Spec.Containers} {
+		for i := range cs {
+			if a, ok := alloc[cs[i].Name]; ok && !cs[i].Resources.Requests.Cpu().Equal(*a.Resources.Requests.Cpu()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func swapped(behavior string) bool { return behavior != "" && behavior != "NoSwap" }

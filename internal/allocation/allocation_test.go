@@ -285,3 +285,35 @@ func TestObserveSyncError(t *testing.T) {
 		t.Errorf("events %q", ev)
 	}
 }
+
+// TestGuaranteedCPUResizeWithStaticCPUManager: under the static CPU
+// manager policy a Guaranteed pod's CPU resize is Infeasible with
+// upstream's message; its memory and a Burstable pod's CPU still resize.
+func TestGuaranteedCPUResizeWithStaticCPUManager(t *testing.T) {
+	f := newFixture(t, "", 4000)
+	f.m.cfg.CPUManagerStatic = true
+	guaranteed := func(name, cpu, mem string) *v1.Pod {
+		p := pod(name, cpu)
+		r := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
+		return p
+	}
+	f.add(t, guaranteed("g", "1", "64Mi"))
+	f.update(guaranteed("g", "2", "64Mi"))
+	if got := conds(f.m, "g"); got != "PodResizePending/Infeasible" {
+		t.Errorf("guaranteed CPU resize: %q", got)
+	}
+	if ev := f.events(); len(ev) != 1 || !strings.Contains(ev[0], `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\"`) &&
+		!strings.Contains(ev[0], `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`) {
+		t.Errorf("events %q", ev)
+	}
+	f.update(guaranteed("g", "1", "128Mi"))
+	if got := conds(f.m, "g"); got != "PodResizeInProgress/" {
+		t.Errorf("guaranteed memory resize: %q", got)
+	}
+	f.add(t, pod("b", "100m"))
+	f.update(resized(f.pods["b"], "200m"))
+	if got := conds(f.m, "b"); got != "PodResizeInProgress/" {
+		t.Errorf("burstable CPU resize: %q", got)
+	}
+}

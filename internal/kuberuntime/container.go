@@ -124,6 +124,12 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 			SecurityContext: sc,
 		},
 	}
+	if m.cfg.CPUs != nil && cfg.Linux.Resources != nil {
+		// As upstream's PreCreateContainer: the CPU manager's cpuset.
+		if set := m.cfg.CPUs.ContainerCPUs(string(pod.UID), c.Name); !set.IsEmpty() {
+			cfg.Linux.Resources.CpusetCpus = set.String()
+		}
+	}
 	return cfg, nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
 )
 
 type fakeDevicePlugins struct{ cfg *runtimeapi.ContainerConfig }
@@ -42,5 +43,26 @@ func TestContainerConfigDevicePlugins(t *testing.T) {
 	}
 	if cfg.Annotations["vendor/dev"] != "d1" || len(cfg.CDIDevices) != 1 || cfg.CDIDevices[0].Name != "example.com/dev=d1" {
 		t.Fatalf("annotations %v cdi %v", cfg.Annotations, cfg.CDIDevices)
+	}
+}
+
+type fakeCPUs map[string]cpuset.CPUSet
+
+func (f fakeCPUs) ContainerCPUs(_, name string) cpuset.CPUSet { return f[name] }
+
+// TestContainerConfigCPUs: the CPU manager's cpuset goes into the
+// container's CRI resources; none leaves the runtime's default.
+func TestContainerConfigCPUs(t *testing.T) {
+	m, _, _ := newTestManager(t)
+	m.cfg.CPUs = fakeCPUs{"pinned": cpuset.New(2, 3)}
+	pod := testPod(v1.RestartPolicyAlways, nil, "pinned", "free")
+	for i, want := range []string{"2-3", ""} {
+		cfg, err := m.containerConfig(context.Background(), pod, &pod.Spec.Containers[i], 0, "img", podFacts{}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Linux.Resources.GetCpusetCpus(); got != want {
+			t.Errorf("%s: cpuset %q, want %q", pod.Spec.Containers[i].Name, got, want)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/internal/allocation/state"
 	"github.com/nodelet/nodelet/internal/cgroups"
@@ -127,6 +128,15 @@ type Config struct {
 	// PodResizer resizes pod cgroups during in-place resizes; nil: only
 	// the containers are resized (no pod cgroups).
 	PodResizer PodCgroupResizer
+	// CPUs gives each container the cpuset it is created with (the CPU
+	// manager); nil or an empty set leaves it to the runtime.
+	CPUs ContainerCPUs
+}
+
+// ContainerCPUs is the CPU manager's answer for a container being created:
+// its exclusive CPUs or the shared pool (empty: no cpuset).
+type ContainerCPUs interface {
+	ContainerCPUs(podUID, container string) cpuset.CPUSet
 }
 
 // UserNamespaces allocates the pods' user namespaces (userns.Manager).

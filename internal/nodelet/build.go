@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
@@ -20,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/config"
+	"github.com/nodelet/nodelet/internal/cpumanager"
 	"github.com/nodelet/nodelet/internal/credentialprovider"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/devicemanager"
@@ -217,6 +219,10 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		return err
 	}
 	rtCfg.DevicePlugins = n.devices
+	if n.cpus, err = n.newCPUManager(rs); err != nil {
+		return err
+	}
+	rtCfg.CPUs = n.cpus
 	if n.client != nil {
 		// What containers' environments refer to in cluster mode:
 		// ConfigMaps and Secrets, Services and RuntimeClasses.
@@ -290,9 +296,10 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	chain := n.admissionChain()
 	resources := n.cgroups.ResourceOptions()
 	if n.allocation, err = allocation.New(allocation.Config{Dir: n.opts.RootDir, Admit: chain.Admit, Pod: n.pods.Get,
-		Active:       func() []*v1.Pod { return n.view.Active("") },
-		SwapBehavior: func(pod *v1.Pod, c *v1.Container) string { return cgroups.SwapBehavior(pod, c, resources) },
-		Recorder:     n.recorder, Clock: n.clock}); err != nil {
+		CPUManagerStatic: n.cpus.Policy() == cpumanager.PolicyStatic,
+		Active:           func() []*v1.Pod { return n.view.Active("") },
+		SwapBehavior:     func(pod *v1.Pod, c *v1.Container) string { return cgroups.SwapBehavior(pod, c, resources) },
+		Recorder:         n.recorder, Clock: n.clock}); err != nil {
 		return err
 	}
 	ps.Resizes = n.allocation
@@ -330,13 +337,16 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 }
 
 // admissionChain is upstream's order of admission handlers (NewMainKubelet):
-// eviction, sysctls, resource allocation (devices), the node's predicates
-// (with the critical pods' preemption), shutdown. A refused pod's devices are released.
+// eviction, sysctls, resource allocation (CPUs, then devices, as the
+// topology manager's providers), the node's predicates (with the critical
+// pods' preemption), shutdown. A refused pod's CPUs and devices are
+// released.
 func (n *Nodelet) admissionChain() *admission.Chain {
 	handlers := []admission.Named{
 		{Name: "eviction", Handler: n.eviction},
 		{Name: "declared-features", Handler: n.declared},
 		{Name: "sysctls", Handler: n.sysctls},
+		{Name: "cpu-manager", Handler: n.cpus},
 		{Name: "devices", Handler: n.devices},
 		// The device plugins' allocatable as it is now: the Node's status
 		// may not carry it yet.
@@ -347,8 +357,44 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 		handlers = append(handlers, admission.Named{Name: "shutdown", Handler: n.shutdown})
 	}
 	c := admission.NewChain(handlers...)
-	c.OnReject(func(p *v1.Pod, _ admission.Result) { n.devices.Release(p.UID) })
+	c.OnReject(func(p *v1.Pod, _ admission.Result) {
+		n.cpus.Release(context.Background(), string(p.UID))
+		n.devices.Release(p.UID)
+	})
 	return c
+}
+
+// newCPUManager is the CPU manager of the configuration's policy, on the
+// machine's CPU topology; the static policy's reservation is
+// kubeReserved.cpu + systemReserved.cpu (reservedSystemCPUs already
+// folded in), its pods the resource holders.
+func (n *Nodelet) newCPUManager(rs internalapi.RuntimeService) (*cpumanager.Manager, error) {
+	cfg := &n.opts.Config
+	topo, err := cpumanager.Discover("/")
+	if err != nil {
+		if cfg.CPUManagerPolicy == cpumanager.PolicyStatic {
+			return nil, err
+		}
+		topo = &cpumanager.Topology{CPUs: map[int]cpumanager.CPUInfo{}} // the none policy does not need it
+	}
+	var reserved resource.Quantity
+	for _, r := range []map[string]string{cfg.KubeReserved, cfg.SystemReserved} {
+		if v, ok := r["cpu"]; ok {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return nil, fmt.Errorf("reserved cpu %q: %w", v, err)
+			}
+			reserved.Add(q)
+		}
+	}
+	m, err := cpumanager.New(cpumanager.Config{Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions,
+		ReservedSystemCPUs: cfg.ReservedSystemCPUs, Reserved: reserved, ReconcilePeriod: cfg.CPUManagerReconcilePeriod.Duration,
+		Dir: n.opts.RootDir, Topology: topo, ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() },
+		SourcesReady: n.sourcesReady.IsReady, Runtime: rs, Registerer: n.registerer, Clock: n.clock})
+	if err != nil {
+		return nil, fmt.Errorf("cpu manager (cpuManagerPolicy %q): %w", cfg.CPUManagerPolicy, err)
+	}
+	return m, nil
 }
 
 // setupCluster creates the components that talk to the API server.

@@ -23,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/config"
+	"github.com/nodelet/nodelet/internal/cpumanager"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/devicemanager"
 	"github.com/nodelet/nodelet/internal/events"
@@ -141,6 +142,7 @@ type Nodelet struct {
 	imageGC     *imagegc.Manager
 	containerGC *kuberuntime.GC
 	devices     *devicemanager.Manager
+	cpus        *cpumanager.Manager
 	sysctls     *admission.Sysctls
 	declared    *admission.DeclaredFeatures
 	podCerts    *podcertificate.Manager

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	podresourcesv1alpha1 "k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/internal/podspec"
 )
@@ -50,6 +51,13 @@ type Devices interface {
 	AllocatableDevices() []*podresourcesv1.ContainerDevices
 }
 
+// CPUs gives the exclusive CPUs of containers and those the node can
+// assign (the CPU manager's static policy). Nil: none.
+type CPUs interface {
+	Exclusive(podUID, container string) cpuset.CPUSet
+	Allocatable() cpuset.CPUSet
+}
+
 // Config configures a Server.
 type Config struct {
 	// Path is the socket's path (<root-dir>/pod-resources/kubelet.sock).
@@ -57,6 +65,8 @@ type Config struct {
 	Pods Pods
 	// Devices is optional.
 	Devices Devices
+	// CPUs is optional.
+	CPUs CPUs
 	// Registerer takes the kubelet_pod_resources_endpoint_* metrics (none
 	// when nil).
 	Registerer prometheus.Registerer
@@ -145,6 +155,9 @@ func (s *Server) podResources(pod *v1.Pod) *podresourcesv1.PodResources {
 		if s.cfg.Devices != nil {
 			cr.Devices = s.cfg.Devices.ContainerDevices(string(pod.UID), c.Name)
 		}
+		if s.cfg.CPUs != nil {
+			cr.CpuIds = cpuIDs(s.cfg.CPUs.Exclusive(string(pod.UID), c.Name))
+		}
 		out.Containers = append(out.Containers, cr)
 	}
 	for i := range pod.Spec.InitContainers {
@@ -186,16 +199,18 @@ func (v *v1Server) Get(_ context.Context, req *podresourcesv1.GetPodResourcesReq
 	return &podresourcesv1.GetPodResourcesResponse{PodResources: v.s.podResources(pod)}, nil
 }
 
-// GetAllocatableResources: the devices the node can assign. CPUs and
-// memory are reported by upstream only under the static CPU and memory
-// manager policies; nodelet runs the "none" policies, for which upstream
-// reports none either.
+// GetAllocatableResources: the devices and the CPUs the node can assign
+// (CPUs under the static CPU manager policy, as upstream; memory only
+// under the static memory manager policy, which nodelet does not run).
 func (v *v1Server) GetAllocatableResources(context.Context, *podresourcesv1.AllocatableResourcesRequest) (*podresourcesv1.AllocatableResourcesResponse, error) {
 	v.s.metrics.requests.WithLabelValues("v1").Inc()
 	v.s.metrics.getAllocatable.WithLabelValues("v1").Inc()
 	out := &podresourcesv1.AllocatableResourcesResponse{}
 	if v.s.cfg.Devices != nil {
 		out.Devices = v.s.cfg.Devices.AllocatableDevices()
+	}
+	if v.s.cfg.CPUs != nil {
+		out.CpuIds = cpuIDs(v.s.cfg.CPUs.Allocatable())
 	}
 	return out, nil
 }
@@ -225,4 +240,13 @@ func (v *v1alpha1Server) List(ctx context.Context, _ *podresourcesv1alpha1.ListP
 		out.PodResources = append(out.PodResources, pr)
 	}
 	return out, nil
+}
+
+// cpuIDs is a cpuset as the API's list of CPU IDs (nil when empty).
+func cpuIDs(set cpuset.CPUSet) []int64 {
+	var out []int64
+	for _, id := range set.List() {
+		out = append(out, int64(id))
+	}
+	return out
 }

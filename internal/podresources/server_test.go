@@ -2,6 +2,7 @@ package podresources
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	podresourcesv1alpha1 "k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
+	"k8s.io/utils/cpuset"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/ctortest"
@@ -88,7 +90,8 @@ func TestListGetAllocatable(t *testing.T) {
 	gpu := &podresourcesv1.ContainerDevices{ResourceName: "example.com/gpu", DeviceIds: []string{"gpu0"}}
 	devs := fakeDevices{"u1/app": {gpu}, "allocatable": {gpu, {ResourceName: "example.com/gpu", DeviceIds: []string{"gpu1"}}}}
 	reg := prometheus.NewRegistry()
-	conn := serve(t, Config{Pods: pods, Devices: devs, Registerer: reg})
+	cpus := fakeCPUs{"u2/db": cpuset.New(2, 3), "allocatable": cpuset.New(1, 2, 3)}
+	conn := serve(t, Config{Pods: pods, Devices: devs, CPUs: cpus, Registerer: reg})
 	cl := podresourcesv1.NewPodResourcesListerClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -104,11 +107,14 @@ func TestListGetAllocatable(t *testing.T) {
 			for _, d := range c.Devices {
 				s += "=" + d.ResourceName + ":" + strings.Join(d.DeviceIds, ",")
 			}
+			if len(c.CpuIds) > 0 {
+				s += fmt.Sprintf("=cpus:%v", c.CpuIds)
+			}
 			got = append(got, s)
 		}
 	}
 	// The sidecar is listed (before the app containers); the plain init container is not.
-	want := "ns/web/proxy ns/web/app=example.com/gpu:gpu0 ns/web/log ns/db/db"
+	want := "ns/web/proxy ns/web/app=example.com/gpu:gpu0 ns/web/log ns/db/db=cpus:[2 3]"
 	if strings.Join(got, " ") != want {
 		t.Errorf("List: %v, want %s", got, want)
 	}
@@ -123,7 +129,7 @@ func TestListGetAllocatable(t *testing.T) {
 	}
 
 	a, err := cl.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
-	if err != nil || len(a.Devices) != 2 || len(a.CpuIds) != 0 || len(a.Memory) != 0 {
+	if err != nil || len(a.Devices) != 2 || fmt.Sprint(a.CpuIds) != "[1 2 3]" || len(a.Memory) != 0 {
 		t.Errorf("GetAllocatableResources: %v %v", a, err)
 	}
 
@@ -187,3 +193,8 @@ func TestNew(t *testing.T) {
 		}
 	})
 }
+
+type fakeCPUs map[string]cpuset.CPUSet
+
+func (f fakeCPUs) Exclusive(uid, name string) cpuset.CPUSet { return f[uid+"/"+name] }
+func (f fakeCPUs) Allocatable() cpuset.CPUSet               { return f["allocatable"] }
