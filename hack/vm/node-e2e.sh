@@ -13,6 +13,7 @@
 # stack's registry (make stack-up) with the e2e test images
 # (hack/tools/e2eimages, pushed here).
 #   VM_NODE_E2E_FILES   the suite's files to run (ginkgo --focus-file; default: issue 37's list)
+#   VM_NODE_E2E_FOCUS   ginkgo --focus within those files (default: every spec)
 #   VM_NODE_E2E_SKIP    ginkgo --skip (default: [Flaky], [Benchmark], and what needs hardware the guest lacks)
 #   VM_NODE_E2E_AGENTS  the agents (default: kubelet nodelet)
 #   VM_NODE_E2E_TIMEOUT the suite's timeout per agent (default 3h)
@@ -21,6 +22,7 @@ need_root
 t_start=$(date +%s.%N)
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 FILES="${VM_NODE_E2E_FILES:-summary_test resource_metrics_test pods_container_manager_test container_manager_test container_log_rotation_test eviction_test image_gc_test node_shutdown_linux_test swap_test memory_qos_test mirror_pod_test podresources_test critical_pod_test restart_test}"
+FOCUS="${VM_NODE_E2E_FOCUS:-}"
 SKIP="${VM_NODE_E2E_SKIP:-\[Flaky\]|\[Benchmark\]|\[Feature:GPUDevicePlugin\]|\[NodeFeature:SRIOV}"
 AGENTS="${VM_NODE_E2E_AGENTS:-kubelet nodelet}"
 TIMEOUT="${VM_NODE_E2E_TIMEOUT:-3h}"
@@ -104,7 +106,7 @@ YAML
 	t=$(date +%s.%N)
 	log "node e2e with $a: files ${FILES// /, } (a transient unit node-e2e-$a in the guest)"
 	vm_ssh "systemctl reset-failed node-e2e-$a 2>/dev/null; systemd-run --unit=node-e2e-$a --working-directory=$d --property=StandardOutput=file:$d/run.log --property=StandardError=file:$d/run.log \
-		timeout $TIMEOUT $d/e2e_node.test --ginkgo.focus-file='$focus_files' --ginkgo.skip='$SKIP' --ginkgo.no-color --ginkgo.v \
+		timeout $TIMEOUT $d/e2e_node.test --ginkgo.focus-file='$focus_files' ${FOCUS:+--ginkgo.focus='$FOCUS'} --ginkgo.skip='$SKIP' --ginkgo.no-color --ginkgo.v \
 		--ginkgo.junit-report=$d/report/junit.xml --ginkgo.timeout=$TIMEOUT \
 		--container-runtime-endpoint=unix:///run/containerd/containerd.sock --node-name=nodelet-vm \
 		--kubelet-config-file=$d/kubelet-base.yaml --kubelet-flags=--runtime-cgroups=/system.slice/containerd.service \

@@ -47,7 +47,17 @@ func TestCgroupV1AndRuntimeDriver(t *testing.T) {
 	waitRunning(t, s, n.PodName("v1"), "c", 60*time.Second)
 
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	code, metrics := httpGet(t, client, fmt.Sprintf("https://127.0.0.1:%d/metrics", n.APIPort))
+	// The pod can run before the kubelet API listens (its serving
+	// certificate is generated at start).
+	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", n.APIPort)
+	framework.Eventually(t, 30*time.Second, 200*time.Millisecond, func() bool {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, "the kubelet API listening")
+	code, metrics := httpGet(t, client, url)
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}

@@ -60,6 +60,20 @@ func runningContainer(t *testing.T, c *framework.Cluster, uid, name string) *run
 	return nil
 }
 
+// runningID is the ID of the pod's running container name ("" when none)
+// and every container of the pod the runtime has, to say what happened.
+func runningID(t *testing.T, c *framework.Cluster, uid, name string) (string, string) {
+	t.Helper()
+	id, all := "", []string{}
+	for _, x := range podContainers(t, c, uid) {
+		all = append(all, fmt.Sprintf("%s#%d:%s:%.12s", x.Metadata.Name, x.Metadata.Attempt, x.State, x.Id))
+		if x.Metadata.Name == name && x.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			id = x.Id
+		}
+	}
+	return id, strings.Join(all, " ")
+}
+
 func containerStatus(p *v1.Pod, name string) *v1.ContainerStatus {
 	for i := range p.Status.ContainerStatuses {
 		if p.Status.ContainerStatuses[i].Name == name {
@@ -163,8 +177,8 @@ func TestClusterInPlaceResize(t *testing.T) {
 	patch(up)
 	p = waitPod(t, c, ns, "rz", 60*time.Second, "resized up", resized(up))
 	t.Logf("resized up in %v", time.Since(start).Round(10*time.Millisecond))
-	if cs := containerStatus(p, "c"); cs.RestartCount != 0 || runningContainer(t, c, uid, "c").Id != before {
-		t.Errorf("c restarted (restartCount %d) for a NotRequired resize", cs.RestartCount)
+	if id, all := runningID(t, c, uid, "c"); containerStatus(p, "c").RestartCount != 0 || id != before {
+		t.Fatalf("c restarted (restartCount %d) for a NotRequired resize; containers: %s", containerStatus(p, "c").RestartCount, all)
 	}
 	if cs := containerStatus(p, "r"); cs.RestartCount != 1 {
 		t.Errorf("r restartCount %d, want 1 (its memory resizePolicy is RestartContainer)", cs.RestartCount)
@@ -253,8 +267,8 @@ func TestClusterInPlaceResize(t *testing.T) {
 	framework.Eventually(t, 60*time.Second, 200*time.Millisecond, func() bool { return c.NodeReady(t, name) == v1.ConditionTrue }, "node Ready again")
 	time.Sleep(3 * time.Second)
 	p = waitPod(t, c, ns, "rz", 30*time.Second, "still resized", resized(deferred))
-	if cs := containerStatus(p, "c"); cs.RestartCount != 0 || runningContainer(t, c, uid, "c").Id != before {
-		t.Errorf("c restarted after nodelet's restart (restartCount %d)", cs.RestartCount)
+	if id, all := runningID(t, c, uid, "c"); containerStatus(p, "c").RestartCount != 0 || id != before {
+		t.Errorf("c restarted after nodelet's restart (restartCount %d); containers: %s", containerStatus(p, "c").RestartCount, all)
 	}
 	if cs := containerStatus(p, "r"); cs.RestartCount != 1 {
 		t.Errorf("r restartCount %d after nodelet's restart, want 1", cs.RestartCount)
