@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -160,8 +161,11 @@ func TestClusterInPlaceResize(t *testing.T) {
 
 	patch := func(containers map[string]v1.ResourceRequirements) {
 		t.Helper()
+		// In the pod's order: a patch listing them in another order
+		// reorders the containers, which the API server forbids.
 		var parts []string
-		for name, r := range containers {
+		for _, name := range slices.Sorted(maps.Keys(containers)) {
+			r := containers[name]
 			parts = append(parts, fmt.Sprintf(`{"name":%q,"resources":{"requests":{"cpu":%q,"memory":%q},"limits":{"cpu":%q,"memory":%q}}}`,
 				name, r.Requests.Cpu().String(), r.Requests.Memory().String(), r.Limits.Cpu().String(), r.Limits.Memory().String()))
 		}
