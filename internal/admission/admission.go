@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -207,4 +208,17 @@ func hostPortClash(pod *v1.Pod, admitted []*v1.Pod) (int32, bool) {
 		}
 	})
 	return clash, clash != 0
+}
+
+// PodLevelResourcesGate refuses, while the PodLevelResources gate is off,
+// a pod that sets pod-level resources (spec.resources): nodelet does not
+// run such a pod as if they were absent.
+type PodLevelResourcesGate struct{ On bool }
+
+// Admit refuses a pod with spec.resources when the gate is off.
+func (g PodLevelResourcesGate) Admit(_ context.Context, a Attributes) Result {
+	if r := a.Pod.Spec.Resources; g.On || r == nil || (len(r.Requests) == 0 && len(r.Limits) == 0) {
+		return Result{Admit: true}
+	}
+	return Result{Reason: "UnsupportedPodSpec", Message: "Pod uses what this node cannot provide: spec.resources (pod-level resources need the feature gate PodLevelResources, which is off on this node)"}
 }

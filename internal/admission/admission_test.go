@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -115,5 +116,20 @@ func TestAdmitSupplementalGroupsPolicyStrict(t *testing.T) {
 	p := pod("", func(p *v1.Pod) { p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &strict} })
 	if r := precheck(n, p); !r.Admit {
 		t.Errorf("Strict on a node that supports it: %+v", r)
+	}
+}
+
+func TestPodLevelResourcesGate(t *testing.T) {
+	plain := &v1.Pod{}
+	withPLR := &v1.Pod{Spec: v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}
+	for _, tc := range []struct {
+		on    bool
+		pod   *v1.Pod
+		admit bool
+	}{{true, withPLR, true}, {false, plain, true}, {false, withPLR, false}} {
+		r := PodLevelResourcesGate{On: tc.on}.Admit(context.Background(), Attributes{Pod: tc.pod})
+		if r.Admit != tc.admit || (!r.Admit && (r.Reason != "UnsupportedPodSpec" || !strings.Contains(r.Message, "PodLevelResources"))) {
+			t.Errorf("gate %v, spec.resources %v: %+v", tc.on, tc.pod.Spec.Resources != nil, r)
+		}
 	}
 }

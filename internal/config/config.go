@@ -992,9 +992,13 @@ func validateShutdown(c *kubeletv1beta1.KubeletConfiguration) []error {
 // validation and manager do, with their messages.
 func validateCPUManager(c *kubeletv1beta1.KubeletConfiguration) []error {
 	var errs []error
+	if on, set := c.FeatureGates["CustomCPUCFSQuotaPeriod"]; set && !on && c.CPUCFSQuotaPeriod != nil && c.CPUCFSQuotaPeriod.Duration != 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) %v requires feature gate CustomCPUCFSQuotaPeriod", *c.CPUCFSQuotaPeriod))
+	}
 	switch c.CPUManagerPolicy {
 	case "", cpumanager.PolicyNone, cpumanager.PolicyStatic:
-		if _, err := cpumanager.ParseOptions(cmp.Or(c.CPUManagerPolicy, cpumanager.PolicyNone), c.CPUManagerPolicyOptions); err != nil {
+		if _, err := cpumanager.ParseOptions(cmp.Or(c.CPUManagerPolicy, cpumanager.PolicyNone), c.CPUManagerPolicyOptions,
+			GateOn(c, "CPUManagerPolicyAlphaOptions"), GateOn(c, "CPUManagerPolicyBetaOptions")); err != nil {
 			errs = append(errs, err)
 		}
 	default:
@@ -1012,4 +1016,13 @@ func validateCPUManager(c *kubeletv1beta1.KubeletConfiguration) []error {
 		}
 	}
 	return errs
+}
+
+// GateOn is a feature gate's value: the configuration's, else upstream's
+// v1.37.2 default.
+func GateOn(c *kubeletv1beta1.KubeletConfiguration, name string) bool {
+	if on, ok := c.FeatureGates[name]; ok {
+		return on
+	}
+	return upstreamGates[name].def
 }

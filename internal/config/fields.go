@@ -264,7 +264,7 @@ var fieldStatuses = []FieldStatus{
 		Note: "Deprecated upstream: no longer has any effect there either; 0 to 31, as upstream validates.",
 		Test: "TestUnsupportedFieldsRefused (out of range)"},
 	{Path: "featureGates", Status: Refused,
-		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream), PodCertificateRequest (false: a podCertificate source fails the mount, naming the gate). Accepted: any v1.37.2 gate at its default, MemoryQoS false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
+		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream), PodCertificateRequest (false: a podCertificate source fails the mount, naming the gate), CPUManagerPolicyAlphaOptions and CPUManagerPolicyBetaOptions (the options that need them refused without them, as upstream), CustomCPUCFSQuotaPeriod (false: cpuCFSQuotaPeriod must be 100ms, as upstream), PodLevelResources (false: a pod with spec.resources is refused at admission, naming the gate). Accepted: any v1.37.2 gate at its default, MemoryQoS false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
 		Test: "TestUnsupportedFieldsRefused; TestCrashLoopBackOffMax; e2e TestEventedPLEG", check: checkFeatureGates},
 	{Path: "failSwapOn", Status: Honoured, Note: "Refuses to start with swap on.",
 		Test: "internal/nodelet TestCheckSwap; TestSwapAndCgroupV1Settings"},
@@ -363,6 +363,16 @@ var fieldStatuses = []FieldStatus{
 
 // nodeletGates are the feature gates nodelet acts on, both ways.
 var nodeletGates = map[string]bool{
+	// The CPU manager's options: alpha and beta ones need their gate, as
+	// upstream (cpumanager.ParseOptions); nodelet implements only stable
+	// ones, so off changes nothing else.
+	"CPUManagerPolicyAlphaOptions": true,
+	"CPUManagerPolicyBetaOptions":  true,
+	// Off: cpuCFSQuotaPeriod must be 100ms (Validate, upstream's message).
+	"CustomCPUCFSQuotaPeriod": true,
+	// Off: a pod with pod-level resources (spec.resources) is refused at
+	// admission naming the gate (admission.PodLevelResourcesOff).
+	"PodLevelResources": true,
 	"KubeletCrashLoopBackOffMax": true, // SetDefaults, Validate, CrashLoopBackOffMax
 	"EventedPLEG":                true, // false: relist only (pleg.RuntimeWatchers)
 	// Off: no shutdown grace periods, or none by pod priority (Validate,

@@ -356,7 +356,11 @@ func TestUnsupportedFieldsRefused(t *testing.T) {
 		"a gate and a refused field at once": {`{"memoryManagerPolicy":"Static","featureGates":{"AllBeta":true}}`, "memoryManagerPolicy"},
 		"cpuManagerPolicy static":            {`{"cpuManagerPolicy":"static","cpuManagerPolicyOptions":{"full-pcpus-only":"true"},"reservedSystemCPUs":"0"}`, ""},
 		"cpuManagerPolicy unknown":           {`{"cpuManagerPolicy":"dynamic"}`, "cpuManagerPolicy"},
-		"cpuManagerPolicyOptions not ours":   {`{"cpuManagerPolicy":"static","cpuManagerPolicyOptions":{"align-by-socket":"true"}}`, `"align-by-socket" is not implemented`},
+		"cpuManagerPolicyOptions not ours":   {`{"cpuManagerPolicy":"static","cpuManagerPolicyOptions":{"align-by-socket":"true"},"featureGates":{"CPUManagerPolicyAlphaOptions":true}}`, `"align-by-socket" is not implemented`},
+		"cpuManagerPolicyOptions alpha gate": {`{"cpuManagerPolicy":"static","cpuManagerPolicyOptions":{"align-by-socket":"true"}}`, "Alpha-level Options not enabled"},
+		"beta options gate off":              {`{"cpuManagerPolicy":"static","featureGates":{"CPUManagerPolicyBetaOptions":false}}`, ""},
+		"CustomCPUCFSQuotaPeriod off":        {`{"cpuCFSQuotaPeriod":"50ms","featureGates":{"CustomCPUCFSQuotaPeriod":false}}`, "requires feature gate CustomCPUCFSQuotaPeriod"},
+		"CustomCPUCFSQuotaPeriod off, 100ms": {`{"featureGates":{"CustomCPUCFSQuotaPeriod":false,"PodLevelResources":false}}`, ""},
 		"cpuManagerPolicyOptions with none":  {`{"cpuManagerPolicyOptions":{"full-pcpus-only":"true"}}`, "only valid with the static policy"},
 		"reservedSystemCPUs with a cgroup":   {`{"reservedSystemCPUs":"0","systemReservedCgroup":"/system.slice"}`, "can't use reservedSystemCPUs"},
 	} {

@@ -36,6 +36,9 @@ type Config struct {
 	Policy string
 	// Options is cpuManagerPolicyOptions.
 	Options map[string]string
+	// AlphaOptions and BetaOptions are the CPUManagerPolicyAlphaOptions
+	// and CPUManagerPolicyBetaOptions gates.
+	AlphaOptions, BetaOptions bool
 	// ReservedSystemCPUs is reservedSystemCPUs ("" none).
 	ReservedSystemCPUs string
 	// Reserved is kubeReserved.cpu + systemReserved.cpu.
@@ -98,7 +101,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	opts, err := ParseOptions(cfg.Policy, cfg.Options)
+	opts, err := ParseOptions(cfg.Policy, cfg.Options, cfg.AlphaOptions, cfg.BetaOptions)
 	if err != nil {
 		return nil, err
 	}

@@ -187,12 +187,15 @@ func TestFullPCPUsOnlyAndOptions(t *testing.T) {
 		err    string
 	}{
 		{PolicyStatic, map[string]string{"bogus": "true"}, `unknown CPU Manager Policy option: "bogus"`},
+		{PolicyStatic, map[string]string{OptionAlignBySocket: "true"}, `CPU Manager Policy Alpha-level Options not enabled, but option "align-by-socket" provided`},
+		{PolicyStatic, map[string]string{OptionDistributeCPUsAcrossNUMA: "false"}, `CPU Manager Policy Beta-level Options not enabled, but option "distribute-cpus-across-numa" provided`},
 		{PolicyStatic, map[string]string{OptionAlignBySocket: "true"}, `option "align-by-socket" is not implemented by nodelet`},
 		{PolicyStatic, map[string]string{OptionAlignBySocket: "false"}, ""},
 		{PolicyStatic, map[string]string{OptionFullPCPUsOnly: "maybe"}, `bad value for option "full-pcpus-only"`},
 		{PolicyNone, map[string]string{OptionFullPCPUsOnly: "true"}, "options are only valid with the static policy"},
 	} {
-		_, err := ParseOptions(tc.policy, tc.opts)
+		alpha, beta := !strings.Contains(tc.err, "Alpha-level"), !strings.Contains(tc.err, "Beta-level")
+		_, err := ParseOptions(tc.policy, tc.opts, alpha, beta)
 		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s %v: %v, want %q", tc.policy, tc.opts, err, tc.err)
 		}

@@ -39,15 +39,23 @@ type Options struct {
 	StrictCPUReservation bool
 }
 
-// ParseOptions reads cpuManagerPolicyOptions for policy. An unknown option
-// is an error as upstream's; an option nodelet does not implement, set to
-// true, is refused by name (never accepted and ignored).
-func ParseOptions(policy string, opts map[string]string) (Options, error) {
+// ParseOptions reads cpuManagerPolicyOptions for policy. An unknown option,
+// or an alpha or beta one without its gate (CPUManagerPolicyAlphaOptions,
+// CPUManagerPolicyBetaOptions), is an error as upstream's; an option
+// nodelet does not implement, set to true, is refused by name (never
+// accepted and ignored).
+func ParseOptions(policy string, opts map[string]string, alphaGate, betaGate bool) (Options, error) {
 	var o Options
 	if len(opts) > 0 && policy != PolicyStatic {
 		return o, fmt.Errorf("cpuManagerPolicyOptions %v: options are only valid with the static policy (cpuManagerPolicy is %q)", opts, policy)
 	}
 	for _, name := range slices.Sorted(maps.Keys(opts)) {
+		switch {
+		case (name == OptionAlignBySocket || name == OptionDistributeAcrossCores) && !alphaGate:
+			return o, fmt.Errorf("CPU Manager Policy Alpha-level Options not enabled, but option %q provided", name)
+		case name == OptionDistributeCPUsAcrossNUMA && !betaGate:
+			return o, fmt.Errorf("CPU Manager Policy Beta-level Options not enabled, but option %q provided", name)
+		}
 		v, err := strconv.ParseBool(opts[name])
 		if err != nil {
 			return o, fmt.Errorf("cpuManagerPolicyOptions: bad value for option %q: %w", name, err)

@@ -346,6 +346,7 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 		{Name: "eviction", Handler: n.eviction},
 		{Name: "declared-features", Handler: n.declared},
 		{Name: "sysctls", Handler: n.sysctls},
+		{Name: "pod-level-resources", Handler: admission.PodLevelResourcesGate{On: config.GateOn(&n.opts.Config, "PodLevelResources")}},
 		{Name: "cpu-manager", Handler: n.cpus},
 		{Name: "devices", Handler: n.devices},
 		// The device plugins' allocatable as it is now: the Node's status
@@ -388,6 +389,7 @@ func (n *Nodelet) newCPUManager(rs internalapi.RuntimeService) (*cpumanager.Mana
 		}
 	}
 	m, err := cpumanager.New(cpumanager.Config{Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions,
+		AlphaOptions: config.GateOn(cfg, "CPUManagerPolicyAlphaOptions"), BetaOptions: config.GateOn(cfg, "CPUManagerPolicyBetaOptions"),
 		ReservedSystemCPUs: cfg.ReservedSystemCPUs, Reserved: reserved, ReconcilePeriod: cfg.CPUManagerReconcilePeriod.Duration,
 		Dir: n.opts.RootDir, Topology: topo, ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() },
 		SourcesReady: n.sourcesReady.IsReady, Runtime: rs, Registerer: n.registerer, Clock: n.clock})
