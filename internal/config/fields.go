@@ -372,7 +372,7 @@ var nodeletGates = map[string]bool{
 	"CustomCPUCFSQuotaPeriod": true,
 	// Off: a pod with pod-level resources (spec.resources) is refused at
 	// admission naming the gate (admission.PodLevelResourcesOff).
-	"PodLevelResources": true,
+	"PodLevelResources":          true,
 	"KubeletCrashLoopBackOffMax": true, // SetDefaults, Validate, CrashLoopBackOffMax
 	"EventedPLEG":                true, // false: relist only (pleg.RuntimeWatchers)
 	// Off: no shutdown grace periods, or none by pod priority (Validate,
