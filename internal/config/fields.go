@@ -371,7 +371,7 @@ var nodeletGates = map[string]bool{
 	// Off: cpuCFSQuotaPeriod must be 100ms (Validate, upstream's message).
 	"CustomCPUCFSQuotaPeriod": true,
 	// Off: a pod with pod-level resources (spec.resources) is refused at
-	// admission naming the gate (admission.PodLevelResourcesOff).
+	// admission naming the gate (admission.PodLevelResourcesGate).
 	"PodLevelResources":          true,
 	"KubeletCrashLoopBackOffMax": true, // SetDefaults, Validate, CrashLoopBackOffMax
 	"EventedPLEG":                true, // false: relist only (pleg.RuntimeWatchers)
