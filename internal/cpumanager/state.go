@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/dump"
+
+	"github.com/nodelet/nodelet/internal/checksum"
 )
 
 // StateFile is the checkpoint's name in the root directory, as upstream.
@@ -79,14 +80,6 @@ type checkpointFile struct {
 	DataChecksum uint64 `json:"dataChecksum,omitempty"`
 }
 
-// hashString is upstream's checkpointmanager checksum of a string: FNV-32a
-// of its hash dump.
-func hashString(data string) uint64 {
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%v", dump.ForHash(data))
-	return uint64(h.Sum32())
-}
-
 // v2Checksum is upstream's checksum of the v2 part of the file v1.37
 // writes: FNV-32a of the hash dump of its CPUManagerCheckpointV2 with the
 // checksum zeroed and the type named CPUManagerCheckpoint.
@@ -121,9 +114,7 @@ func dumpChecksum(typeName string, cp checkpointV2, v3 bool) uint64 {
 		s += " PodEntries:(state.PodCPUAssignments)map[]"
 	}
 	s += " Checksum:(checksum.Checksum)0}"
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%v", s)
-	return uint64(h.Sum32())
+	return checksum.OfDump(s)
 }
 
 func corruptState(path string, err error) error {
@@ -148,7 +139,7 @@ func loadState(path, policy string) (*state, error) {
 	}
 	data := checkpointData{PolicyName: f.PolicyName, DefaultCPUSet: f.DefaultCPUSet, Entries: f.Entries}
 	if f.Data != "" {
-		if sum := hashString(f.Data); sum != f.DataChecksum {
+		if sum := checksum.String(f.Data); sum != f.DataChecksum {
 			return nil, corruptState(path, fmt.Errorf("checkpoint is corrupted (data checksum %d, expected %d)", sum, f.DataChecksum))
 		}
 		data = checkpointData{}
@@ -191,7 +182,7 @@ func (s *state) encode() ([]byte, error) {
 		return nil, err
 	}
 	f := checkpointFile{checkpointV2: checkpointV2{PolicyName: data.PolicyName, DefaultCPUSet: data.DefaultCPUSet, Entries: maps.Clone(data.Entries)},
-		Data: string(raw), DataChecksum: hashString(string(raw))}
+		Data: string(raw), DataChecksum: checksum.String(string(raw))}
 	f.Checksum = v2Checksum(f.checkpointV2)
 	return json.Marshal(f)
 }

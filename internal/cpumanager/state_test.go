@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nodelet/nodelet/internal/checksum"
 )
 
 // TestChecksums: upstream's checksums of its own test checkpoints
 // (state_checkpoint_test.go): the v4 data checksum and the v2 one.
 func TestChecksums(t *testing.T) {
-	if got := hashString(`{"policyName":"none","defaultCPUSet":"4-6","unknownField":"value"}`); got != 3492408555 {
+	if got := checksum.String(`{"policyName":"none","defaultCPUSet":"4-6","unknownField":"value"}`); got != 3492408555 {
 		t.Errorf("data checksum %d, want upstream's 3492408555", got)
 	}
 	v2 := checkpointV2{PolicyName: "static", DefaultCPUSet: "7-9", Entries: map[string]map[string]string{"pod": {"container1": "4-6", "container2": "1-3"}}}

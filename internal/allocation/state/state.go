@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,7 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/dump"
+
+	"github.com/nodelet/nodelet/internal/checksum"
 )
 
 // The checkpoint files' names in the root directory, as upstream.
@@ -82,14 +82,6 @@ type checkpoint struct {
 	Checksum uint64 `json:"checksum"`
 }
 
-// checksum is upstream's checkpointmanager checksum.New of a string:
-// FNV-32a of its hash dump.
-func checksum(data string) uint64 {
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%v", dump.ForHash(data))
-	return uint64(h.Sum32())
-}
-
 // State is a set of pod records, written through to its file. Safe for
 // concurrent use.
 type State struct {
@@ -118,7 +110,7 @@ func Open(dir, name string) (*State, error) {
 	if err := json.Unmarshal(raw, &cp); err != nil {
 		return nil, corrupt(s.path, err)
 	}
-	if sum := checksum(cp.Data); sum != cp.Checksum {
+	if sum := checksum.String(cp.Data); sum != cp.Checksum {
 		return nil, corrupt(s.path, fmt.Errorf("checksum %d, the data's is %d", cp.Checksum, sum))
 	}
 	var data checkpointData
@@ -144,7 +136,7 @@ func (s *State) store() error {
 	if err != nil {
 		return err
 	}
-	out, err := json.Marshal(checkpoint{Data: string(raw), Checksum: checksum(string(raw))})
+	out, err := json.Marshal(checkpoint{Data: string(raw), Checksum: checksum.String(string(raw))})
 	if err != nil {
 		return err
 	}
