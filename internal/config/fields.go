@@ -264,7 +264,7 @@ var fieldStatuses = []FieldStatus{
 		Note: "Deprecated upstream: no longer has any effect there either; 0 to 31, as upstream validates.",
 		Test: "TestUnsupportedFieldsRefused (out of range)"},
 	{Path: "featureGates", Status: Refused,
-		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream), PodCertificateRequest (false: a podCertificate source fails the mount, naming the gate), CPUManagerPolicyAlphaOptions and CPUManagerPolicyBetaOptions (the options that need them refused without them, as upstream), CustomCPUCFSQuotaPeriod (false: cpuCFSQuotaPeriod must be 100ms, as upstream), PodLevelResources (false: a pod with spec.resources is refused at admission, naming the gate). Accepted: any v1.37.2 gate at its default, MemoryQoS false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
+		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream), PodCertificateRequest (false: a podCertificate source fails the mount, naming the gate), CPUManagerPolicyAlphaOptions and CPUManagerPolicyBetaOptions (the options that need them refused without them, as upstream), CustomCPUCFSQuotaPeriod (false: cpuCFSQuotaPeriod must be 100ms, as upstream), PodLevelResources (false: a pod with spec.resources is refused at admission, naming the gate; PodLevelResourcesFixDefaulting and PodLevelResourcesFixKubeletQOSClass then accepted at any value). Accepted: any v1.37.2 gate at its default, MemoryQoS false, InPlacePodLevelResourcesVerticalScaling false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
 		Test: "TestUnsupportedFieldsRefused; TestCrashLoopBackOffMax; e2e TestEventedPLEG", check: checkFeatureGates},
 	{Path: "failSwapOn", Status: Honoured, Note: "Refuses to start with swap on.",
 		Test: "internal/nodelet TestCheckSwap; TestSwapAndCgroupV1Settings"},
@@ -399,10 +399,17 @@ var gatesNodeletMatches = map[string]struct {
 	why   string
 }{
 	"MemoryQoS": {false, whyMemoryQoS},
+	// Off, upstream refuses resizes of pod-level resources (Infeasible), as
+	// nodelet always does.
+	"InPlacePodLevelResourcesVerticalScaling": {false, "nodelet does not resize pod-level resources in place (such a resize is Infeasible)"},
 	// Honoured on (kuberuntime's RestartAll); off, upstream falls back to
 	// the container's restart policy, which nodelet does not do.
 	"RestartAllContainersOnContainerExits": {true, "a RestartAllContainers rule always restarts the pod's containers in nodelet"},
 }
+
+// podLevelFixes are gates that change only how pod-level resources are
+// read: any value is accepted while PodLevelResources is off.
+var podLevelFixes = map[string]bool{"PodLevelResourcesFixDefaulting": true, "PodLevelResourcesFixKubeletQOSClass": true}
 
 // checkFeatureGates refuses the gates nodelet does not act on when they
 // are set away from the v1.37.2 default (or away from what nodelet does),
@@ -427,6 +434,9 @@ func checkFeatureGates(c *kubeletv1beta1.KubeletConfiguration) []error {
 		}
 		spec, known := upstreamGates[name]
 		switch {
+		case podLevelFixes[name] && !GateOn(c, "PodLevelResources"):
+			// Only pods with pod-level resources see them, and those are
+			// refused while PodLevelResources is off.
 		case !known:
 			errs = append(errs, fmt.Errorf("featureGates: unrecognized feature gate: %s", name))
 		case on == spec.def:
