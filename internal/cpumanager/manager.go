@@ -77,7 +77,15 @@ type Manager struct {
 	// applied is the cpuset each running container was last given (at
 	// creation or by the reconcile loop), by pod UID and container name.
 	applied map[string]map[string]cpuset.CPUSet
+	// admitted are the pods given CPUs by Admit and not yet seen among
+	// the active pods (a pod joins them after its admission): their CPUs
+	// are kept for admittedGrace even though the pod is not active yet.
+	admitted map[string]time.Time
 }
+
+// admittedGrace is how long an admitted pod's CPUs are kept before it is
+// seen among the active pods.
+const admittedGrace = time.Minute
 
 // New returns the manager of cfg's policy, its state restored from the
 // checkpoint and validated against the machine as upstream does (an
@@ -105,7 +113,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, opts: opts, reserved: cpuset.New(), applied: map[string]map[string]cpuset.CPUSet{}}
+	m := &Manager{cfg: cfg, opts: opts, reserved: cpuset.New(), applied: map[string]map[string]cpuset.CPUSet{}, admitted: map[string]time.Time{}}
 	if cfg.Dir != "" {
 		m.path = filepath.Join(cfg.Dir, StateFile)
 	}
@@ -263,6 +271,8 @@ func (m *Manager) allocate(ctx context.Context, pod *v1.Pod) error {
 	}
 	if err != nil {
 		m.releaseLocked(uid)
+	} else if len(m.state.assignments[uid]) > 0 {
+		m.admitted[uid] = m.cfg.Clock.Now()
 	}
 	if serr := m.state.store(m.path); serr != nil && err == nil {
 		err = fmt.Errorf("cpu manager checkpoint: %w", serr)
@@ -310,6 +320,7 @@ func (m *Manager) releaseLocked(uid string) {
 		m.state.defaultSet = m.state.defaultSet.Union(set)
 	}
 	delete(m.applied, uid)
+	delete(m.admitted, uid)
 }
 
 // removeStale drops the assignments of pods and containers that are not
@@ -331,7 +342,16 @@ func (m *Manager) removeStale(ctx context.Context, active []*v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changed := false
+	now := m.cfg.Clock.Now()
+	for uid, at := range m.admitted {
+		if live[uid] != nil || now.Sub(at) > admittedGrace {
+			delete(m.admitted, uid)
+		}
+	}
 	for uid, cs := range m.state.assignments {
+		if _, ok := m.admitted[uid]; ok {
+			continue // admitted, not active yet
+		}
 		for name, set := range cs {
 			if live[uid][name] {
 				continue
@@ -343,7 +363,7 @@ func (m *Manager) removeStale(ctx context.Context, active []*v1.Pod) {
 		}
 	}
 	for uid := range m.applied {
-		if live[uid] == nil {
+		if _, ok := m.admitted[uid]; !ok && live[uid] == nil {
 			delete(m.applied, uid)
 		}
 	}

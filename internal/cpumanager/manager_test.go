@@ -4,12 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/internal/admission"
@@ -51,13 +53,14 @@ type env struct {
 	m      *Manager
 	rt     *fakeRuntime
 	active []*v1.Pod
+	clock  *testingclock.FakeClock
 }
 
 func newEnv(t *testing.T, topo *Topology, dir string, opts map[string]string, reserved string) *env {
 	t.Helper()
-	e := &env{rt: &fakeRuntime{updates: map[string]string{}}}
+	e := &env{rt: &fakeRuntime{updates: map[string]string{}}, clock: testingclock.NewFakeClock(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))}
 	m, err := New(Config{Policy: PolicyStatic, Options: opts, Reserved: resource.MustParse(reserved), Dir: dir, Topology: topo,
-		ActivePods: func() []*v1.Pod { return e.active }, SourcesReady: func() bool { return true }, Runtime: e.rt})
+		ActivePods: func() []*v1.Pod { return e.active }, SourcesReady: func() bool { return true }, Runtime: e.rt, Clock: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +225,34 @@ func TestStrictReservationAndNone(t *testing.T) {
 	if r := none.Admit(context.Background(), admission.Attributes{Pod: pod("g", nil, ctr("a", "2", "64Mi", true))}); !r.Admit ||
 		!none.ContainerCPUs("g", "a").IsEmpty() || !none.Allocatable().IsEmpty() {
 		t.Errorf("none policy: %+v", r)
+	}
+}
+
+// TestAdmittedNotYetActive: a pod joins the active pods after its
+// admission; the reconcile loop in between keeps its CPUs (the bed's
+// upstream e2e found them released there), for a minute at most.
+func TestAdmittedNotYetActive(t *testing.T) {
+	e := newEnv(t, topoSingleSocketHT(), "", nil, "1")
+	g := pod("g", nil, ctr("a", "2", "64Mi", true))
+	if r := e.m.Admit(context.Background(), admission.Attributes{Pod: g}); !r.Admit {
+		t.Fatalf("refused: %+v", r)
+	}
+	e.m.Reconcile(context.Background()) // g not active yet
+	if got := e.m.Exclusive("g", "a"); got.Size() != 2 {
+		t.Fatalf("released before the pod was active: %s", got)
+	}
+	e.active = []*v1.Pod{g}
+	e.m.Reconcile(context.Background())
+	e.active = nil
+	e.m.Reconcile(context.Background()) // gone after being active: released
+	if got := e.m.Exclusive("g", "a"); !got.IsEmpty() {
+		t.Errorf("kept after the pod went: %s", got)
+	}
+	h := pod("h", nil, ctr("a", "2", "64Mi", true))
+	e.m.Admit(context.Background(), admission.Attributes{Pod: h})
+	e.clock.Step(2 * time.Minute) // never became active
+	e.m.Reconcile(context.Background())
+	if got := e.m.Exclusive("h", "a"); !got.IsEmpty() {
+		t.Errorf("kept for a pod never active: %s", got)
 	}
 }
