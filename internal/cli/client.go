@@ -102,6 +102,17 @@ func (c *client) pods(ctx context.Context) ([]v1.Pod, error) {
 	return list.Items, nil
 }
 
+// runningPods are the pods with a running container or sandbox in the
+// last relist (the kubelet API's /runningpods/), also pods the node no
+// longer wants but has not stopped yet.
+func (c *client) runningPods(ctx context.Context) ([]v1.Pod, error) {
+	var list v1.PodList
+	if err := c.getJSON(ctx, "/runningpods/", &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
 // details is what the local API tells of pod beyond its status.
 func (c *client) details(ctx context.Context, pod *v1.Pod) (server.PodDetails, error) {
 	var d server.PodDetails

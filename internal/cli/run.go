@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/source/file"
@@ -206,8 +207,16 @@ func rmCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, err)
 		}
 		if _, err := findPod(pods, pod.Namespace, pod.Name); err != nil {
-			fmt.Fprintf(stdout, "pod %s/%s gone\n", pod.Namespace, pod.Name)
-			return 0
+			// Out of the node's pods, it may still be stopping (its grace
+			// period): gone once nothing of it runs.
+			running, err := cl.runningPods(ctx)
+			if err != nil {
+				return fail(stderr, err)
+			}
+			if !hasUID(running, pod.UID) {
+				fmt.Fprintf(stdout, "pod %s/%s gone\n", pod.Namespace, pod.Name)
+				return 0
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -215,6 +224,16 @@ func rmCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// hasUID tells whether a pod of pods has the UID uid.
+func hasUID(pods []v1.Pod, uid types.UID) bool {
+	for i := range pods {
+		if pods[i].UID == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // manifestOf is the file of the static pod directory that holds pod.
