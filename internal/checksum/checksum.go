@@ -25,3 +25,7 @@ func OfDump(dumped string) uint64 {
 	fmt.Fprintf(h, "%v", dumped)
 	return uint64(h.Sum32())
 }
+
+// Checksum is upstream's checksum.Checksum: a struct of nodelet's with a
+// field of this type dumps as upstream's does ("(checksum.Checksum)0").
+type Checksum uint64
