@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/cpumanager"
 	"github.com/nodelet/nodelet/internal/eviction"
+	"github.com/nodelet/nodelet/internal/memorymanager"
 	"github.com/nodelet/nodelet/internal/rootdir"
 )
 
@@ -384,7 +387,8 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.CPUManagerPolicy, "cpu-manager-policy", c.CPUManagerPolicy, "CPU manager policy: none or static.")
 	fs.Var(cliflag.NewMapStringString(&c.CPUManagerPolicyOptions), "cpu-manager-policy-options", "CPU manager policy options (static): full-pcpus-only, strict-cpu-reservation.")
 	fs.DurationVar(&c.CPUManagerReconcilePeriod.Duration, "cpu-manager-reconcile-period", c.CPUManagerReconcilePeriod.Duration, "How often the CPU manager writes the shared pool's cpuset to the running containers.")
-	fs.StringVar(&c.MemoryManagerPolicy, "memory-manager-policy", c.MemoryManagerPolicy, "Memory manager policy: only None (not implemented yet).")
+	fs.StringVar(&c.MemoryManagerPolicy, "memory-manager-policy", c.MemoryManagerPolicy, "Memory Manager policy to use. Possible values: 'None', 'Static'.")
+	fs.Var(&reservedMemoryFlag{value: &c.ReservedMemory}, "reserved-memory", "A comma separated list of memory reservations for NUMA nodes. (e.g. --reserved-memory 0:memory=1Gi,hugepages-1M=2Gi --reserved-memory 1:memory=2Gi). The total sum for each memory type should be equal to the sum of kube-reserved, system-reserved and eviction-threshold.")
 	fs.StringVar(&c.TopologyManagerPolicy, "topology-manager-policy", c.TopologyManagerPolicy, "Topology manager policy: only none (not implemented yet).")
 	fs.StringVar(&c.TopologyManagerScope, "topology-manager-scope", c.TopologyManagerScope, "Topology manager scope: only container (not implemented yet).")
 	fs.Var(cliflag.NewMapStringString(&c.TopologyManagerPolicyOptions), "topology-manager-policy-options", "Topology manager policy options: refused (not implemented yet).")
@@ -450,6 +454,70 @@ func (f *taintsFlag) Set(s string) error {
 }
 
 func (f *taintsFlag) Type() string { return "taints" }
+
+// reservedMemoryFlag parses --reserved-memory as upstream's
+// ReservedMemoryVar: "0:memory=1Gi,hugepages-1Gi=2Gi;1:memory=2Gi", each
+// occurrence appended.
+type reservedMemoryFlag struct {
+	value *[]kubeletv1beta1.MemoryReservation
+	set   bool
+}
+
+func (f *reservedMemoryFlag) String() string {
+	if f == nil || f.value == nil {
+		return ""
+	}
+	var out []string
+	for _, r := range *f.value {
+		var limits []string
+		for name, q := range r.Limits {
+			limits = append(limits, fmt.Sprintf("%s=%s", name, q.String()))
+		}
+		slices.Sort(limits)
+		out = append(out, fmt.Sprintf("%d:%s", r.NumaNode, strings.Join(limits, ",")))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+func (f *reservedMemoryFlag) Set(s string) error {
+	if s == "" {
+		*f.value = nil
+		return nil
+	}
+	if !f.set {
+		*f.value, f.set = nil, true // the flag replaces the file's
+	}
+	for _, reservation := range strings.Split(s, ";") {
+		node, limits, ok := strings.Cut(reservation, ":")
+		if !ok || strings.Contains(limits, ":") {
+			return fmt.Errorf("the reserved memory has incorrect format, expected numaNodeID:type=quantity[,type=quantity...], got %s", reservation)
+		}
+		id, err := strconv.Atoi(node)
+		if err != nil {
+			return fmt.Errorf("failed to convert the NUMA node ID, expected integer, got %s", node)
+		}
+		r := kubeletv1beta1.MemoryReservation{NumaNode: int32(id), Limits: v1.ResourceList{}}
+		for _, limit := range strings.Split(limits, ",") {
+			name, quantity, ok := strings.Cut(limit, "=")
+			if !ok || strings.Contains(quantity, "=") {
+				return fmt.Errorf("the reserved limit has incorrect value, expected type=quantity, got %s", limit)
+			}
+			if name != string(v1.ResourceMemory) && !strings.HasPrefix(name, v1.ResourceHugePagesPrefix) {
+				return fmt.Errorf("memory type conversion error, unknown type: %q", name)
+			}
+			q, err := resource.ParseQuantity(quantity)
+			if err != nil {
+				return fmt.Errorf("failed to parse the quantity: %s", quantity)
+			}
+			r.Limits[v1.ResourceName(name)] = q
+		}
+		*f.value = append(*f.value, r)
+	}
+	return nil
+}
+
+func (f *reservedMemoryFlag) Type() string { return "reserved-memory" }
 
 // durationFlag is a flag.Value over a time.Duration held in a config struct.
 type durationFlag struct{ d *time.Duration }
@@ -826,6 +894,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	errs = append(errs, validateEnforceNodeAllocatable(c)...)
 	errs = append(errs, validateShutdown(c)...)
 	errs = append(errs, validateCPUManager(c)...)
+	errs = append(errs, validateMemoryManager(c)...)
 	errs = append(errs, checkUnsupported(c)...)
 	// As upstream's validation, its messages.
 	if on, set := c.FeatureGates["KubeletCrashLoopBackOffMax"]; on || !set {
@@ -990,6 +1059,39 @@ func validateShutdown(c *kubeletv1beta1.KubeletConfiguration) []error {
 
 // validateCPUManager checks the CPU manager's settings as upstream's
 // validation and manager do, with their messages.
+// validateMemoryManager is upstream's validation of reservedMemory
+// (supported types, no zero, no duplicate) and of the policy's name; the
+// reservation's sums are checked against the machine when the manager
+// starts, as upstream.
+func validateMemoryManager(c *kubeletv1beta1.KubeletConfiguration) []error {
+	var errs []error
+	switch c.MemoryManagerPolicy {
+	case "", memorymanager.PolicyNone, memorymanager.PolicyStatic:
+	default:
+		errs = append(errs, fmt.Errorf("invalid configuration: memoryManagerPolicy (--memory-manager-policy) %q: unknown policy (None or Static)", c.MemoryManagerPolicy))
+	}
+	seen := map[int32]map[v1.ResourceName]bool{}
+	for _, r := range c.ReservedMemory {
+		if seen[r.NumaNode] == nil {
+			seen[r.NumaNode] = map[v1.ResourceName]bool{}
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Limits)) {
+			q := r.Limits[name]
+			if name != v1.ResourceMemory && !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
+				errs = append(errs, fmt.Errorf("invalid configuration: the limit type %q for NUMA node %d is not supported, only %v is accepted", name, r.NumaNode, []v1.ResourceName{v1.ResourceMemory, v1.ResourceHugePagesPrefix + "<HugePageSize>"}))
+			}
+			if q.IsZero() {
+				errs = append(errs, fmt.Errorf("invalid configuration: reserved memory may not be zero for NUMA node %d and resource %q", r.NumaNode, name))
+			}
+			if seen[r.NumaNode][name] {
+				errs = append(errs, fmt.Errorf("invalid configuration: the reserved memory has a duplicate value for NUMA node %d and resource %q", r.NumaNode, name))
+			}
+			seen[r.NumaNode][name] = true
+		}
+	}
+	return errs
+}
+
 func validateCPUManager(c *kubeletv1beta1.KubeletConfiguration) []error {
 	var errs []error
 	if on, set := c.FeatureGates["CustomCPUCFSQuotaPeriod"]; set && !on && c.CPUCFSQuotaPeriod != nil && c.CPUCFSQuotaPeriod.Duration != 100*time.Millisecond {

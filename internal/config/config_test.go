@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
@@ -555,6 +557,34 @@ func TestUpstreamFieldFlags(t *testing.T) {
 	} {
 		if _, err := Parse(context.Background(), []string{flag}); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v, want an error naming %s", flag, err, field)
+		}
+	}
+}
+
+// TestMemoryManagerValidation: memoryManagerPolicy's names, upstream's
+// reservedMemory validation, and --reserved-memory as upstream parses it
+// (each occurrence appended; ';' separates NUMA nodes).
+func TestMemoryManagerValidation(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--memory-manager-policy", "Static",
+		"--reserved-memory", "0:memory=1Gi,hugepages-2Mi=4Mi;1:memory=512Mi", "--reserved-memory", "2:memory=1Mi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := o.Config.ReservedMemory
+	if o.Config.MemoryManagerPolicy != "Static" || len(r) != 3 || r[0].NumaNode != 0 || r[0].Limits["hugepages-2Mi"] != resource.MustParse("4Mi") ||
+		r[1].NumaNode != 1 || r[2].Limits[v1.ResourceMemory] != resource.MustParse("1Mi") {
+		t.Errorf("--reserved-memory: %+v", r)
+	}
+	for args, want := range map[string]string{
+		"--memory-manager-policy=static":              `memoryManagerPolicy (--memory-manager-policy) "static": unknown policy (None or Static)`,
+		"--reserved-memory=0:cpu=1":                   `memory type conversion error, unknown type: "cpu"`,
+		"--reserved-memory=x:memory=1Gi":              "failed to convert the NUMA node ID, expected integer, got x",
+		"--reserved-memory=0":                         "the reserved memory has incorrect format",
+		"--reserved-memory=0:memory=0":                `reserved memory may not be zero for NUMA node 0 and resource "memory"`,
+		"--reserved-memory=0:memory=1Gi;0:memory=1Gi": `the reserved memory has a duplicate value for NUMA node 0 and resource "memory"`,
+	} {
+		if _, err := Parse(context.Background(), append([]string{"--hostname-override", "n"}, strings.Fields(args)...)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
 		}
 	}
 }

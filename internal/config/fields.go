@@ -69,7 +69,6 @@ type FieldStatus struct {
 
 const (
 	whyStaticPodURL = "static pods from a URL are not implemented"
-	whyMemManager   = "the memory manager is not implemented yet"
 	whyTopology     = "the topology manager is not implemented yet"
 	whyPullRate     = "image pulls are not rate-limited"
 	whyMemoryQoS    = "MemoryQoS is not implemented: containers get memory.high=max and no memory.min or memory.low"
@@ -191,8 +190,8 @@ var fieldStatuses = []FieldStatus{
 		Test: "internal/cpumanager TestFullPCPUsOnlyAndOptions, TestStrictReservationAndNone; TestUnsupportedFieldsRefused (validation)"},
 	{Path: "cpuManagerReconcilePeriod", Status: Honoured, Note: "How often the shared pool's cpuset is written to the running containers.",
 		Test: "internal/cpumanager TestStaticPolicy; e2e TestClusterCPUManagerStatic"},
-	{Path: "memoryManagerPolicy", Status: Refused, Why: whyMemManager, Accept: []string{`"None"`},
-		Note: "No memory manager (the None policy).", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "memoryManagerPolicy", Status: Honoured, Note: "None or Static: a Guaranteed pod's memory and huge pages pinned to the fewest NUMA nodes that hold them (cpuset.mems), memory_manager_state as upstream's.",
+		Test: "internal/memorymanager TestAdmitPinsToTheFewestNodes; e2e TestClusterMemoryManagerStatic"},
 	{Path: "topologyManagerPolicy", Status: Refused, Why: whyTopology, Accept: []string{`"none"`},
 		Note: "No topology manager (the none policy).", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "topologyManagerScope", Status: Refused, Why: whyTopology, Accept: []string{`"container"`},
@@ -328,8 +327,8 @@ var fieldStatuses = []FieldStatus{
 		Test: "internal/shutdown TestPeriods; e2e TestGracefulNodeShutdownByPodPriority"},
 	{Path: "crashLoopBackOff.maxContainerRestartPeriod", Status: Honoured, Note: "Longest container restart back-off (gate KubeletCrashLoopBackOffMax).",
 		Test: "TestCrashLoopBackOffMax; e2e TestCrashLoopBackOffMax"},
-	{Path: "reservedMemory", Status: Refused, Why: whyMemManager,
-		Note: "NUMA memory reservations need the memory manager.", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "reservedMemory", Status: Honoured, Note: "The memory manager's reservation per NUMA node and type; per type it must add up to kubeReserved + systemReserved + the hard eviction threshold (upstream's check, at start).",
+		Test: "internal/memorymanager TestReservation; TestMemoryManagerValidation; e2e TestClusterMemoryManagerStatic"},
 	{Path: "enableProfilingHandler", Status: Refused, Accept: []string{`true`},
 		Why:  "nodelet serves /debug/pprof/ whenever enableDebuggingHandlers is on",
 		Note: "pprof follows enableDebuggingHandlers; false is refused.", Test: "TestUnsupportedFieldsRefused"},
