@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -55,6 +56,9 @@ type Config struct {
 	// CPUManagerStatic: the CPU manager runs the static policy; a
 	// Guaranteed pod's CPU resize is then Infeasible, as upstream.
 	CPUManagerStatic bool
+	// MemoryManagerStatic: the memory manager runs the Static policy; a
+	// Guaranteed pod's memory resize is then Infeasible, as upstream.
+	MemoryManagerStatic bool
 	// SwapBehavior is a container's swap behaviour (cgroups.SwapBehavior
 	// with the node's options); nil: no container has swap.
 	SwapBehavior func(pod *v1.Pod, c *v1.Container) string
@@ -347,11 +351,16 @@ func (m *Manager) admitResize(ctx context.Context, pod, allocatedPod *v1.Pod) ad
 		metrics.PodInfeasibleResizes.WithLabelValues("swap_limitation").Inc()
 		return admission.Result{Reason: v1.PodReasonInfeasible, Message: msg}
 	}
-	if m.cfg.CPUManagerStatic && podspec.QOSClass(pod) == v1.PodQOSGuaranteed && cpuRequestChanged(pod, allocatedPod) {
+	if guaranteed := podspec.QOSClass(pod) == v1.PodQOSGuaranteed; guaranteed && m.cfg.CPUManagerStatic && requestChanged(pod, allocatedPod, v1.ResourceCPU) {
 		// As upstream without InPlacePodVerticalScalingExclusiveCPUs
 		// (alpha, off): exclusive CPUs are not resized.
 		metrics.PodInfeasibleResizes.WithLabelValues("guaranteed_pod_cpu_manager_static_policy").Inc()
 		return admission.Result{Reason: v1.PodReasonInfeasible, Message: `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`}
+	} else if guaranteed && m.cfg.MemoryManagerStatic && requestChanged(pod, allocatedPod, v1.ResourceMemory) {
+		// As upstream without InPlacePodVerticalScalingExclusiveMemory
+		// (alpha, off): pinned memory is not resized.
+		metrics.PodInfeasibleResizes.WithLabelValues("guaranteed_pod_memory_manager_static_policy").Inc()
+		return admission.Result{Reason: v1.PodReasonInfeasible, Message: `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`}
 	}
 	others := slices.DeleteFunc(m.AllocatedPods(m.cfg.Active()), func(p *v1.Pod) bool { return p.UID == pod.UID })
 	r := m.cfg.Admit(ctx, admission.Attributes{Pod: pod, OtherPods: others, Operation: admission.OperationResize})
@@ -376,12 +385,7 @@ func (m *Manager) swapInfeasible(desired, allocated *v1.Pod) (string, bool) {
 		}
 		return false
 	}
-	alloc := map[string]*v1.Container{}
-	for _, cs := range [][]v1.Container{allocated.Spec.Containers, allocated.Spec.InitContainers} {
-		for i := range cs {
-			alloc[cs[i].Name] = &cs[i]
-		}
-	}
+	alloc := containersByName(allocated)
 	for _, cs := range [][]v1.Container{desired.Spec.Containers, desired.Spec.InitContainers} {
 		for i := range cs {
 			d := &cs[i]
@@ -400,19 +404,25 @@ func (m *Manager) swapInfeasible(desired, allocated *v1.Pod) (string, bool) {
 	return "", false
 }
 
-// cpuRequestChanged reports whether a container's CPU request differs
-// between the desired and the allocated pod (upstream's
-// guaranteedPodResourceResizeRequired for CPU).
-func cpuRequestChanged(desired, allocated *v1.Pod) bool {
-	alloc := map[string]*v1.Container{}
-	for _, cs := range [][]v1.Container{allocated.Spec.InitContainers, allocated.Spec.Containers} {
+// containersByName are a pod's init and app containers by name.
+func containersByName(pod *v1.Pod) map[string]*v1.Container {
+	out := map[string]*v1.Container{}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range cs {
-			alloc[cs[i].Name] = &cs[i]
+			out[cs[i].Name] = &cs[i]
 		}
 	}
+	return out
+}
+
+// requestChanged reports whether a container's request of name differs
+// between the desired and the allocated pod (upstream's
+// guaranteedPodResourceResizeRequired).
+func requestChanged(desired, allocated *v1.Pod, name v1.ResourceName) bool {
+	alloc := containersByName(allocated)
 	for _, cs := range [][]v1.Container{desired.Spec.InitContainers, desired.Spec.Containers} {
 		for i := range cs {
-			if a, ok := alloc[cs[i].Name]; ok && !cs[i].Resources.Requests.Cpu().Equal(*a.Resources.Requests.Cpu()) {
+			if a, ok := alloc[cs[i].Name]; ok && !cs[i].Resources.Requests.Name(name, resource.DecimalSI).Equal(*a.Resources.Requests.Name(name, resource.DecimalSI)) {
 				return true
 			}
 		}

@@ -317,3 +317,29 @@ func TestGuaranteedCPUResizeWithStaticCPUManager(t *testing.T) {
 		t.Errorf("burstable CPU resize: %q", got)
 	}
 }
+
+// TestGuaranteedMemoryResizeWithStaticMemoryManager: under the Static
+// memory manager policy a Guaranteed pod's memory resize is Infeasible
+// with upstream's message; its CPU still resizes.
+func TestGuaranteedMemoryResizeWithStaticMemoryManager(t *testing.T) {
+	f := newFixture(t, "", 4000)
+	f.m.cfg.MemoryManagerStatic = true
+	guaranteed := func(name, cpu, mem string) *v1.Pod {
+		p := pod(name, cpu)
+		r := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
+		return p
+	}
+	f.add(t, guaranteed("g", "1", "64Mi"))
+	f.update(guaranteed("g", "1", "128Mi"))
+	if got := conds(f.m, "g"); got != "PodResizePending/Infeasible" {
+		t.Errorf("guaranteed memory resize: %q", got)
+	}
+	if ev := f.events(); len(ev) != 1 || !strings.Contains(ev[0], `alongside Memory Manager policy`) || !strings.Contains(ev[0], `Static`) {
+		t.Errorf("events %q", ev)
+	}
+	f.update(guaranteed("g", "2", "64Mi"))
+	if got := conds(f.m, "g"); got != "PodResizeInProgress/" {
+		t.Errorf("guaranteed CPU resize: %q", got)
+	}
+}

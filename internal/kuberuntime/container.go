@@ -130,6 +130,12 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 			cfg.Linux.Resources.CpusetCpus = set.String()
 		}
 	}
+	if m.cfg.Mems != nil && cfg.Linux.Resources != nil {
+		// As upstream's PreCreateContainer: the memory manager's NUMA nodes.
+		if mems := m.cfg.Mems.ContainerMems(ctx, pod, c.Name); mems != "" {
+			cfg.Linux.Resources.CpusetMems = mems
+		}
+	}
 	return cfg, nil
 }
 

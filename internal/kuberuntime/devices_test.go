@@ -48,13 +48,19 @@ func TestContainerConfigDevicePlugins(t *testing.T) {
 
 type fakeCPUs map[string]cpuset.CPUSet
 
+type fakeMems map[string]string
+
+func (f fakeMems) ContainerMems(_ context.Context, _ *v1.Pod, name string) string { return f[name] }
+
 func (f fakeCPUs) ContainerCPUs(_, name string) cpuset.CPUSet { return f[name] }
 
-// TestContainerConfigCPUs: the CPU manager's cpuset goes into the
-// container's CRI resources; none leaves the runtime's default.
+// TestContainerConfigCPUs: the CPU manager's cpuset and the memory
+// manager's NUMA nodes go into the container's CRI resources; none leaves
+// the runtime's default.
 func TestContainerConfigCPUs(t *testing.T) {
 	m, _, _ := newTestManager(t)
 	m.cfg.CPUs = fakeCPUs{"pinned": cpuset.New(2, 3)}
+	m.cfg.Mems = fakeMems{"pinned": "0-1"}
 	pod := testPod(v1.RestartPolicyAlways, nil, "pinned", "free")
 	for i, want := range []string{"2-3", ""} {
 		cfg, err := m.containerConfig(context.Background(), pod, &pod.Spec.Containers[i], 0, "img", podFacts{}, nil, nil)
@@ -63,6 +69,9 @@ func TestContainerConfigCPUs(t *testing.T) {
 		}
 		if got := cfg.Linux.Resources.GetCpusetCpus(); got != want {
 			t.Errorf("%s: cpuset %q, want %q", pod.Spec.Containers[i].Name, got, want)
+		}
+		if got, wantMems := cfg.Linux.Resources.GetCpusetMems(), map[string]string{"2-3": "0-1"}[want]; got != wantMems {
+			t.Errorf("%s: cpuset.mems %q, want %q", pod.Spec.Containers[i].Name, got, wantMems)
 		}
 	}
 }

@@ -131,6 +131,15 @@ type Config struct {
 	// CPUs gives each container the cpuset it is created with (the CPU
 	// manager); nil or an empty set leaves it to the runtime.
 	CPUs ContainerCPUs
+	// Mems gives each container the cpuset.mems it is created with (the
+	// memory manager); nil or "" leaves it to the runtime.
+	Mems ContainerMems
+}
+
+// ContainerMems is the memory manager's answer for a container being
+// created: the NUMA nodes of its pinned memory ("": none).
+type ContainerMems interface {
+	ContainerMems(ctx context.Context, pod *v1.Pod, container string) string
 }
 
 // ContainerCPUs is the CPU manager's answer for a container being created:

@@ -31,12 +31,36 @@ func HugePageResourceName(pageSize int64) v1.ResourceName {
 }
 
 // Allocatable is capacity minus kubeReserved, systemReserved and the hard
-// eviction thresholds (memory.available taken from memory,
-// nodefs.available from ephemeral-storage; a quantity or a percentage of
-// the capacity), as upstream computes it: the reservations of a resource
-// are summed, then subtracted, never below zero. A reservation of a
-// resource capacity lacks is ignored; one that does not parse is an error.
+// eviction thresholds (Reservation), as upstream computes it: the
+// reservations of a resource are summed, then subtracted, never below
+// zero. A reservation of a resource capacity lacks is ignored; one that
+// does not parse is an error.
 func Allocatable(capacity v1.ResourceList, kubeReserved, systemReserved, evictionHard map[string]string) (v1.ResourceList, error) {
+	reserved, err := Reservation(capacity, kubeReserved, systemReserved, evictionHard)
+	if err != nil {
+		return nil, err
+	}
+	out := v1.ResourceList{}
+	for name, c := range capacity {
+		a := c.DeepCopy()
+		if r, ok := reserved[name]; ok {
+			a.Sub(r)
+		}
+		if a.Sign() < 0 {
+			a = *resource.NewQuantity(0, c.Format)
+		}
+		out[name] = a
+	}
+	return out, nil
+}
+
+// Reservation is upstream's node allocatable reservation
+// (GetNodeAllocatableReservation): kubeReserved + systemReserved + the
+// hard eviction thresholds (memory.available added to memory,
+// nodefs.available to ephemeral-storage; a quantity or a percentage of
+// capacity), per resource. The memory manager's reservedMemory must add up
+// to its memory.
+func Reservation(capacity v1.ResourceList, kubeReserved, systemReserved, evictionHard map[string]string) (v1.ResourceList, error) {
 	reserved := v1.ResourceList{}
 	add := func(name v1.ResourceName, q resource.Quantity) {
 		if cur, ok := reserved[name]; ok {
@@ -66,18 +90,7 @@ func Allocatable(capacity v1.ResourceList, kubeReserved, systemReserved, evictio
 		}
 		add(res, q)
 	}
-	out := v1.ResourceList{}
-	for name, c := range capacity {
-		a := c.DeepCopy()
-		if r, ok := reserved[name]; ok {
-			a.Sub(r)
-		}
-		if a.Sign() < 0 {
-			a = *resource.NewQuantity(0, c.Format)
-		}
-		out[name] = a
-	}
-	return out, nil
+	return reserved, nil
 }
 
 // threshold parses an eviction threshold: a quantity or a percentage of

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
@@ -31,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/internal/images/pullmanager"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/machine"
+	"github.com/nodelet/nodelet/internal/memorymanager"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/mirror"
 	"github.com/nodelet/nodelet/internal/nodestatus"
@@ -223,6 +223,10 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		return err
 	}
 	rtCfg.CPUs = n.cpus
+	if n.mems, err = n.newMemoryManager(); err != nil {
+		return err
+	}
+	rtCfg.Mems = n.mems
 	if n.client != nil {
 		// What containers' environments refer to in cluster mode:
 		// ConfigMaps and Secrets, Services and RuntimeClasses.
@@ -296,10 +300,11 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	chain := n.admissionChain()
 	resources := n.cgroups.ResourceOptions()
 	if n.allocation, err = allocation.New(allocation.Config{Dir: n.opts.RootDir, Admit: chain.Admit, Pod: n.pods.Get,
-		CPUManagerStatic: n.cpus.Policy() == cpumanager.PolicyStatic,
-		Active:           func() []*v1.Pod { return n.view.Active("") },
-		SwapBehavior:     func(pod *v1.Pod, c *v1.Container) string { return cgroups.SwapBehavior(pod, c, resources) },
-		Recorder:         n.recorder, Clock: n.clock}); err != nil {
+		CPUManagerStatic:    n.cpus.Policy() == cpumanager.PolicyStatic,
+		MemoryManagerStatic: n.mems.Policy() == memorymanager.PolicyStatic,
+		Active:              func() []*v1.Pod { return n.view.Active("") },
+		SwapBehavior:        func(pod *v1.Pod, c *v1.Container) string { return cgroups.SwapBehavior(pod, c, resources) },
+		Recorder:            n.recorder, Clock: n.clock}); err != nil {
 		return err
 	}
 	ps.Resizes = n.allocation
@@ -337,10 +342,10 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 }
 
 // admissionChain is upstream's order of admission handlers (NewMainKubelet):
-// eviction, sysctls, resource allocation (CPUs, then devices, as the
-// topology manager's providers), the node's predicates (with the critical
-// pods' preemption), shutdown. A refused pod's CPUs and devices are
-// released.
+// eviction, sysctls, resource allocation (CPUs, devices, then memory, as
+// the topology manager's providers), the node's predicates (with the
+// critical pods' preemption), shutdown. A refused pod's CPUs, devices and
+// memory are released.
 func (n *Nodelet) admissionChain() *admission.Chain {
 	handlers := []admission.Named{
 		{Name: "eviction", Handler: n.eviction},
@@ -349,6 +354,7 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 		{Name: "pod-level-resources", Handler: admission.PodLevelResourcesGate{On: config.GateOn(&n.opts.Config, "PodLevelResources")}},
 		{Name: "cpu-manager", Handler: n.cpus},
 		{Name: "devices", Handler: n.devices},
+		{Name: "memory-manager", Handler: n.mems},
 		// The device plugins' allocatable as it is now: the Node's status
 		// may not carry it yet.
 		// A critical pod short of resources preempts others.
@@ -361,14 +367,15 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 	c.OnReject(func(p *v1.Pod, _ admission.Result) {
 		n.cpus.Release(context.Background(), string(p.UID))
 		n.devices.Release(p.UID)
+		n.mems.Release(context.Background(), string(p.UID))
 	})
 	return c
 }
 
 // newCPUManager is the CPU manager of the configuration's policy, on the
-// machine's CPU topology; the static policy's reservation is
-// kubeReserved.cpu + systemReserved.cpu (reservedSystemCPUs already
-// folded in), its pods the resource holders.
+// machine's CPU topology; the static policy's reservation is the node
+// allocatable reservation's cpu (reservedSystemCPUs already folded in),
+// its pods the resource holders.
 func (n *Nodelet) newCPUManager(rs internalapi.RuntimeService) (*cpumanager.Manager, error) {
 	cfg := &n.opts.Config
 	topo, err := cpumanager.Discover("/")
@@ -378,25 +385,51 @@ func (n *Nodelet) newCPUManager(rs internalapi.RuntimeService) (*cpumanager.Mana
 		}
 		topo = &cpumanager.Topology{CPUs: map[int]cpumanager.CPUInfo{}} // the none policy does not need it
 	}
-	var reserved resource.Quantity
-	for _, r := range []map[string]string{cfg.KubeReserved, cfg.SystemReserved} {
-		if v, ok := r["cpu"]; ok {
-			q, err := resource.ParseQuantity(v)
-			if err != nil {
-				return nil, fmt.Errorf("reserved cpu %q: %w", v, err)
-			}
-			reserved.Add(q)
-		}
+	reservation, err := n.reservation()
+	if err != nil {
+		return nil, err
 	}
 	m, err := cpumanager.New(cpumanager.Config{Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions,
 		AlphaOptions: config.GateOn(cfg, "CPUManagerPolicyAlphaOptions"), BetaOptions: config.GateOn(cfg, "CPUManagerPolicyBetaOptions"),
-		ReservedSystemCPUs: cfg.ReservedSystemCPUs, Reserved: reserved, ReconcilePeriod: cfg.CPUManagerReconcilePeriod.Duration,
+		ReservedSystemCPUs: cfg.ReservedSystemCPUs, Reserved: reservation[v1.ResourceCPU], ReconcilePeriod: cfg.CPUManagerReconcilePeriod.Duration,
 		Dir: n.opts.RootDir, Topology: topo, ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() },
 		SourcesReady: n.sourcesReady.IsReady, Runtime: rs, Registerer: n.registerer, Clock: n.clock})
 	if err != nil {
 		return nil, fmt.Errorf("cpu manager (cpuManagerPolicy %q): %w", cfg.CPUManagerPolicy, err)
 	}
 	return m, nil
+}
+
+// newMemoryManager is the memory manager of the configuration's policy,
+// on the machine's NUMA nodes, its reservation checked against the node
+// allocatable reservation, its pods the resource holders.
+func (n *Nodelet) newMemoryManager() (*memorymanager.Manager, error) {
+	cfg := &n.opts.Config
+	var nodes []memorymanager.NUMANode
+	if cfg.MemoryManagerPolicy == memorymanager.PolicyStatic {
+		var err error
+		if nodes, err = memorymanager.Discover("/"); err != nil {
+			return nil, err
+		}
+	}
+	reservation, err := n.reservation()
+	if err != nil {
+		return nil, err
+	}
+	m, err := memorymanager.New(memorymanager.Config{Policy: cfg.MemoryManagerPolicy, ReservedMemory: cfg.ReservedMemory,
+		NodeReservation: reservation, Nodes: nodes, Dir: n.opts.RootDir, ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() },
+		SourcesReady: n.sourcesReady.IsReady, Registerer: n.registerer, Clock: n.clock})
+	if err != nil {
+		return nil, fmt.Errorf("memory manager (memoryManagerPolicy %q): %w", cfg.MemoryManagerPolicy, err)
+	}
+	return m, nil
+}
+
+// reservation is the node allocatable reservation of the configuration
+// on this machine.
+func (n *Nodelet) reservation() (v1.ResourceList, error) {
+	cfg := &n.opts.Config
+	return machine.Reservation(n.machine.Capacity(), cfg.KubeReserved, cfg.SystemReserved, cfg.EvictionHard)
 }
 
 // setupCluster creates the components that talk to the API server.

@@ -71,7 +71,7 @@ func (n *Nodelet) sideLoops(ctx context.Context, rs internalapi.RuntimeService) 
 		return nil, err
 	}
 	podResources, err := podresources.New(podresources.Config{Path: n.root.PodResourcesSocket(), Pods: podResourcesPods{n},
-		Devices: n.devices, CPUs: n.cpus, Registerer: n.registerer})
+		Devices: n.devices, CPUs: n.cpus, Memory: n.mems, Registerer: n.registerer})
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +89,7 @@ func (n *Nodelet) sideLoops(ctx context.Context, rs internalapi.RuntimeService) 
 		{Name: "csi-expansion", Run: n.csiVolumes.RunExpansion},
 		{Name: "device-plugins", Run: n.devices.Run},
 		{Name: "cpu-manager", Run: n.cpus.Run},
+		{Name: "memory-manager", Run: n.mems.Run},
 		{Name: "pod-resources", Run: podResources.Run},
 	}
 	if csiNode != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/lifecycle"
 	"github.com/nodelet/nodelet/internal/machine"
+	"github.com/nodelet/nodelet/internal/memorymanager"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/mirror"
 	"github.com/nodelet/nodelet/internal/nodestatus"
@@ -143,6 +144,7 @@ type Nodelet struct {
 	containerGC *kuberuntime.GC
 	devices     *devicemanager.Manager
 	cpus        *cpumanager.Manager
+	mems        *memorymanager.Manager
 	sysctls     *admission.Sysctls
 	declared    *admission.DeclaredFeatures
 	podCerts    *podcertificate.Manager

@@ -58,6 +58,13 @@ type CPUs interface {
 	Allocatable() cpuset.CPUSet
 }
 
+// Memory gives the pinned memory of containers and what the node can pin
+// (the memory manager's Static policy). Nil: none.
+type Memory interface {
+	ContainerMemory(podUID, container string) []*podresourcesv1.ContainerMemory
+	AllocatableMemory() []*podresourcesv1.ContainerMemory
+}
+
 // Config configures a Server.
 type Config struct {
 	// Path is the socket's path (<root-dir>/pod-resources/kubelet.sock).
@@ -67,6 +74,8 @@ type Config struct {
 	Devices Devices
 	// CPUs is optional.
 	CPUs CPUs
+	// Memory is optional.
+	Memory Memory
 	// Registerer takes the kubelet_pod_resources_endpoint_* metrics (none
 	// when nil).
 	Registerer prometheus.Registerer
@@ -158,6 +167,9 @@ func (s *Server) podResources(pod *v1.Pod) *podresourcesv1.PodResources {
 		if s.cfg.CPUs != nil {
 			cr.CpuIds = cpuIDs(s.cfg.CPUs.Exclusive(string(pod.UID), c.Name))
 		}
+		if s.cfg.Memory != nil {
+			cr.Memory = s.cfg.Memory.ContainerMemory(string(pod.UID), c.Name)
+		}
 		out.Containers = append(out.Containers, cr)
 	}
 	for i := range pod.Spec.InitContainers {
@@ -199,9 +211,9 @@ func (v *v1Server) Get(_ context.Context, req *podresourcesv1.GetPodResourcesReq
 	return &podresourcesv1.GetPodResourcesResponse{PodResources: v.s.podResources(pod)}, nil
 }
 
-// GetAllocatableResources: the devices and the CPUs the node can assign
-// (CPUs under the static CPU manager policy, as upstream; memory only
-// under the static memory manager policy, which nodelet does not run).
+// GetAllocatableResources: the devices, CPUs and memory the node can
+// assign (CPUs under the static CPU manager policy, memory under the
+// Static memory manager policy, as upstream).
 func (v *v1Server) GetAllocatableResources(context.Context, *podresourcesv1.AllocatableResourcesRequest) (*podresourcesv1.AllocatableResourcesResponse, error) {
 	v.s.metrics.requests.WithLabelValues("v1").Inc()
 	v.s.metrics.getAllocatable.WithLabelValues("v1").Inc()
@@ -211,6 +223,9 @@ func (v *v1Server) GetAllocatableResources(context.Context, *podresourcesv1.Allo
 	}
 	if v.s.cfg.CPUs != nil {
 		out.CpuIds = cpuIDs(v.s.cfg.CPUs.Allocatable())
+	}
+	if v.s.cfg.Memory != nil {
+		out.Memory = v.s.cfg.Memory.AllocatableMemory()
 	}
 	return out, nil
 }

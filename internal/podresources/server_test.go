@@ -91,7 +91,9 @@ func TestListGetAllocatable(t *testing.T) {
 	devs := fakeDevices{"u1/app": {gpu}, "allocatable": {gpu, {ResourceName: "example.com/gpu", DeviceIds: []string{"gpu1"}}}}
 	reg := prometheus.NewRegistry()
 	cpus := fakeCPUs{"u2/db": cpuset.New(2, 3), "allocatable": cpuset.New(1, 2, 3)}
-	conn := serve(t, Config{Pods: pods, Devices: devs, CPUs: cpus, Registerer: reg})
+	mem := &podresourcesv1.ContainerMemory{MemoryType: "memory", Size: 1 << 30, Topology: &podresourcesv1.TopologyInfo{Nodes: []*podresourcesv1.NUMANode{{ID: 0}}}}
+	mems := fakeMemory{"u2/db": {mem}, "allocatable": {mem, mem}}
+	conn := serve(t, Config{Pods: pods, Devices: devs, CPUs: cpus, Memory: mems, Registerer: reg})
 	cl := podresourcesv1.NewPodResourcesListerClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -110,11 +112,14 @@ func TestListGetAllocatable(t *testing.T) {
 			if len(c.CpuIds) > 0 {
 				s += fmt.Sprintf("=cpus:%v", c.CpuIds)
 			}
+			for _, m := range c.Memory {
+				s += fmt.Sprintf("=%s:%d@%d", m.MemoryType, m.Size, m.Topology.Nodes[0].ID)
+			}
 			got = append(got, s)
 		}
 	}
 	// The sidecar is listed (before the app containers); the plain init container is not.
-	want := "ns/web/proxy ns/web/app=example.com/gpu:gpu0 ns/web/log ns/db/db=cpus:[2 3]"
+	want := "ns/web/proxy ns/web/app=example.com/gpu:gpu0 ns/web/log ns/db/db=cpus:[2 3]=memory:1073741824@0"
 	if strings.Join(got, " ") != want {
 		t.Errorf("List: %v, want %s", got, want)
 	}
@@ -129,7 +134,7 @@ func TestListGetAllocatable(t *testing.T) {
 	}
 
 	a, err := cl.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
-	if err != nil || len(a.Devices) != 2 || fmt.Sprint(a.CpuIds) != "[1 2 3]" || len(a.Memory) != 0 {
+	if err != nil || len(a.Devices) != 2 || fmt.Sprint(a.CpuIds) != "[1 2 3]" || len(a.Memory) != 2 {
 		t.Errorf("GetAllocatableResources: %v %v", a, err)
 	}
 
@@ -195,6 +200,13 @@ func TestNew(t *testing.T) {
 }
 
 type fakeCPUs map[string]cpuset.CPUSet
+
+type fakeMemory map[string][]*podresourcesv1.ContainerMemory
+
+func (f fakeMemory) ContainerMemory(uid, name string) []*podresourcesv1.ContainerMemory {
+	return f[uid+"/"+name]
+}
+func (f fakeMemory) AllocatableMemory() []*podresourcesv1.ContainerMemory { return f["allocatable"] }
 
 func (f fakeCPUs) Exclusive(uid, name string) cpuset.CPUSet { return f[uid+"/"+name] }
 func (f fakeCPUs) Allocatable() cpuset.CPUSet               { return f["allocatable"] }
