@@ -379,7 +379,8 @@ func (l *Loop) admitAndRun(ctx context.Context, p *v1.Pod) {
 		l.cfg.Pods.Reject(p.UID)
 		l.cfg.Recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
 		st := *p.Status.DeepCopy()
-		st.Phase, st.Reason, st.Message = v1.PodFailed, r.Reason, r.Message
+		// upstream's rejectPod: the status message says so.
+		st.Phase, st.Reason, st.Message = v1.PodFailed, r.Reason, "Pod was rejected: "+r.Message
 		l.cfg.Statuses.Set(ctx, p, st)
 		if p.DeletionTimestamp != nil {
 			l.finishRejected(p)

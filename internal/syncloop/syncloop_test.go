@@ -178,7 +178,7 @@ func TestApply(t *testing.T) {
 	if !l.cfg.Pods.Rejected("refused") {
 		t.Error("the refused pod is not marked rejected")
 	}
-	if st, ok := l.cfg.Statuses.Get("refused"); !ok || st.Phase != v1.PodFailed || st.Reason != "OutOfcpu" || st.Message != "2 others" {
+	if st, ok := l.cfg.Statuses.Get("refused"); !ok || st.Phase != v1.PodFailed || st.Reason != "OutOfcpu" || st.Message != "Pod was rejected: 2 others" {
 		t.Errorf("refused pod's status %+v, want Failed OutOfcpu with the two admitted pods as the others", st)
 	}
 	if e := <-h.recorder.Events; e != "Warning OutOfcpu 2 others" {

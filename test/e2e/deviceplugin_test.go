@@ -173,7 +173,7 @@ func TestDevicePlugins(t *testing.T) {
 	}
 	createPods(t, c, ns, devicePod("three", name, 1, 0))
 	p := waitPod(t, c, ns, "three", 30*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
-	if p.Status.Reason != "UnexpectedAdmissionError" || p.Status.Message != "Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 1, Available: 0, which is unexpected" {
+	if p.Status.Reason != "UnexpectedAdmissionError" || p.Status.Message != "Pod was rejected: Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 1, Available: 0, which is unexpected" {
 		t.Errorf("pod three: %s: %s", p.Status.Reason, p.Status.Message)
 	}
 

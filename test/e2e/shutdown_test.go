@@ -208,7 +208,7 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	late := busyboxPod("late", name, "sleep 3600")
 	createPods(t, c, ns, late)
 	rejected := waitPod(t, c, ns, "late", 30*time.Second, "rejected", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
-	if rejected.Status.Reason != "NodeShutdown" || rejected.Status.Message != "Pod was rejected as the node is shutting down." {
+	if rejected.Status.Reason != "NodeShutdown" || rejected.Status.Message != "Pod was rejected: Pod was rejected as the node is shutting down." {
 		t.Errorf("pod created during the shutdown: %s %q, want NodeShutdown", rejected.Status.Reason, rejected.Status.Message)
 	}
 
