@@ -184,6 +184,8 @@ func (m *Manager) ContainerCPUs(uid, container string) cpuset.CPUSet {
 	if m.cfg.Policy != PolicyStatic {
 		return cpuset.New()
 	}
+	// A container being created: the pod is past its admission (active).
+	delete(m.admitted, uid)
 	set := m.cpusLocked(uid, container)
 	m.setApplied(uid, container, set)
 	return set

@@ -161,6 +161,7 @@ func (m *Manager) allocate(ctx context.Context, pod *v1.Pod) error {
 			if err != nil {
 				break
 			}
+			had := m.state.Blocks(uid, cs[i].Name) != nil
 			var asked bool
 			asked, err = m.policy.allocate(m.state, pod, &cs[i])
 			if asked {
@@ -169,7 +170,7 @@ func (m *Manager) allocate(ctx context.Context, pod *v1.Pod) error {
 			if err != nil {
 				m.metrics.pinningErrors.Inc()
 				logger.Error(err, "Allocate error", "pod", klog.KObj(pod), "containerName", cs[i].Name)
-			} else if asked {
+			} else if asked && !had {
 				logger.Info("Allocated memory", "pod", klog.KObj(pod), "containerName", cs[i].Name, "numaNodes", m.numaLocked(uid, cs[i].Name).String())
 			}
 		}
@@ -204,6 +205,8 @@ func (m *Manager) ContainerMems(ctx context.Context, pod *v1.Pod, container stri
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	uid := string(pod.UID)
+	// A container being created: the pod is past its admission (active).
+	delete(m.admitted, uid)
 	changed := false
 	for i := range pod.Spec.InitContainers {
 		ic := &pod.Spec.InitContainers[i]
