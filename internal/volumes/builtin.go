@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
@@ -38,8 +39,9 @@ func (imagePlugin) CanSupport(spec *v1.Volume) bool                { return spec
 func (imagePlugin) SetUp(context.Context, *Volume) (string, error) { return "", nil }
 func (imagePlugin) TearDown(context.Context, string) error         { return nil }
 
-// emptyDirPlugin: a directory of the pod on the node's disk, or a tmpfs
-// sized by sizeLimit (medium Memory).
+// emptyDirPlugin: a directory of the pod on the node's disk, a tmpfs
+// sized by sizeLimit (medium Memory), or a hugetlbfs of the pod's huge page
+// size (medium HugePages, HugePages-<size>).
 type emptyDirPlugin struct{ m *Manager }
 
 func (*emptyDirPlugin) Name() string                    { return "kubernetes.io~empty-dir" }
@@ -73,8 +75,21 @@ func (p *emptyDirPlugin) SetUp(ctx context.Context, vol *Volume) (string, error)
 			return "", err
 		}
 		fresh = fresh || mounted
+	case v1.StorageMediumHugePages:
+		mounted, err := ensureHugetlbfs(dir, src.Medium, vol.Pod)
+		if err != nil {
+			return "", err
+		}
+		fresh = fresh || mounted
 	default:
-		return "", fmt.Errorf("emptyDir medium %q is not supported yet", src.Medium)
+		if !strings.HasPrefix(string(src.Medium), string(v1.StorageMediumHugePagesPrefix)) {
+			return "", fmt.Errorf("emptyDir medium %q is not supported", src.Medium)
+		}
+		mounted, err := ensureHugetlbfs(dir, src.Medium, vol.Pod)
+		if err != nil {
+			return "", err
+		}
+		fresh = fresh || mounted
 	}
 	if fresh {
 		// As upstream: world-writable, so any container user can use it.
@@ -95,6 +110,52 @@ func (p *emptyDirPlugin) SetUp(ctx context.Context, vol *Volume) (string, error)
 		}
 	}
 	return dir, nil
+}
+
+// pageSizeOption is upstream's getPageSizeMountOption: the hugetlbfs
+// pagesize of a HugePages medium, from the pod's huge pages requests (one
+// size for HugePages; HugePages-<size> needs a request of that size).
+func pageSizeOption(medium v1.StorageMedium, pod *v1.Pod) (string, error) {
+	var want *resource.Quantity
+	if medium != v1.StorageMediumHugePages {
+		q, err := resource.ParseQuantity(strings.TrimPrefix(string(medium), string(v1.StorageMediumHugePagesPrefix)))
+		if err != nil {
+			return "", fmt.Errorf("unable to parse hugepage size from medium %q: %w", medium, err)
+		}
+		want = &q
+	}
+	var lists []v1.ResourceList
+	if pod.Spec.Resources != nil {
+		lists = append(lists, pod.Spec.Resources.Requests)
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			lists = append(lists, cs[i].Resources.Requests)
+		}
+	}
+	var found *resource.Quantity
+	for _, l := range lists {
+		for name := range l {
+			size, ok := strings.CutPrefix(string(name), v1.ResourceHugePagesPrefix)
+			if !ok {
+				continue
+			}
+			q, err := resource.ParseQuantity(size)
+			if err != nil {
+				return "", err
+			}
+			switch {
+			case want == nil && found != nil && found.Cmp(q) != 0:
+				return "", fmt.Errorf("medium: %s can't be used if container requests multiple huge page sizes", medium)
+			case want == nil || want.Cmp(q) == 0:
+				found = &q
+			}
+		}
+	}
+	if found == nil {
+		return "", fmt.Errorf("medium %s: hugePages storage requested, but there is no resource request for huge pages", medium)
+	}
+	return "pagesize=" + found.String(), nil
 }
 
 // memoryMediumSize is the size in bytes of a memory-backed emptyDir, as

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/nodelet/nodelet/internal/fsutil"
 	"github.com/nodelet/nodelet/internal/machine"
 )
@@ -45,6 +47,23 @@ func ensureTmpfs(dir, opts string) (bool, error) {
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, tmpfsOptions(opts, tmpfsNoswap())); err != nil {
 		return false, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+	}
+	return true, nil
+}
+
+// ensureHugetlbfs mounts a hugetlbfs of the pod's huge page size on dir
+// unless one is mounted; it reports whether it mounted it.
+func ensureHugetlbfs(dir string, medium v1.StorageMedium, pod *v1.Pod) (bool, error) {
+	mounted, err := isMountPoint(dir)
+	if err != nil || mounted {
+		return false, err
+	}
+	opt, err := pageSizeOption(medium, pod)
+	if err != nil {
+		return false, err
+	}
+	if err := syscall.Mount("nodev", dir, "hugetlbfs", 0, opt); err != nil {
+		return false, fmt.Errorf("mount hugetlbfs (%s) on %s: %w", opt, dir, err)
 	}
 	return true, nil
 }
