@@ -10,6 +10,7 @@ VM_SUITE="${VM_SUITE:-bookworm}"
 VM_HOSTNAME="nodelet-vm"
 VM_SMP="${VM_SMP:-2}"
 VM_MEM="${VM_MEM:-3072}"                 # MiB
+VM_NUMA="${VM_NUMA:-1}"                  # NUMA nodes: VM_SMP CPUs and VM_MEM split evenly among them
 VM_BOOT_TIMEOUT="${VM_BOOT_TIMEOUT:-300}" # seconds from qemu's start until ssh answers
 VM_DOWN_TIMEOUT="${VM_DOWN_TIMEOUT:-60}"  # seconds for a clean power-off before qemu is killed
 VM_ACCEL="${VM_ACCEL:-auto}"              # auto, kvm or tcg

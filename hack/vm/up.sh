@@ -85,10 +85,26 @@ else
 fi
 echo "$ACCEL" >"$VM_DIR/accel"
 
+# NUMA nodes (VM_NUMA > 1): each a RAM backend and an even share of the
+# CPUs, as a multi-socket machine shows them to the guest.
+NUMA_ARGS=()
+if [ "$VM_NUMA" -gt 1 ]; then
+	[ $((VM_SMP % VM_NUMA)) -eq 0 ] && [ $((VM_MEM % VM_NUMA)) -eq 0 ] ||
+		die "VM_SMP=$VM_SMP and VM_MEM=$VM_MEM must both split evenly into VM_NUMA=$VM_NUMA nodes"
+	per_cpus=$((VM_SMP / VM_NUMA)) per_mem=$((VM_MEM / VM_NUMA))
+	for ((i = 0; i < VM_NUMA; i++)); do
+		NUMA_ARGS+=(-object "memory-backend-ram,id=mem$i,size=${per_mem}M"
+			-numa "node,nodeid=$i,cpus=$((i * per_cpus))-$(((i + 1) * per_cpus - 1)),memdev=mem$i")
+	done
+	ACCEL_ARGS+=(-smp "$VM_SMP,sockets=$VM_NUMA,cores=$per_cpus,threads=1")
+else
+	ACCEL_ARGS+=(-smp "$VM_SMP")
+fi
+
 rm -f "$VM_CONSOLE" "$VM_MONITOR"
-log "booting the guest: ${ACCEL_ARGS[*]} -smp $VM_SMP -m $VM_MEM (console: $VM_CONSOLE)"
+log "booting the guest: ${ACCEL_ARGS[*]} -m $VM_MEM ${NUMA_ARGS[*]} (console: $VM_CONSOLE)"
 t_boot=$(date +%s.%N)
-qemu-system-x86_64 -name "$VM_HOSTNAME" "${ACCEL_ARGS[@]}" -smp "$VM_SMP" -m "$VM_MEM" \
+qemu-system-x86_64 -name "$VM_HOSTNAME" "${ACCEL_ARGS[@]}" -m "$VM_MEM" "${NUMA_ARGS[@]}" \
 	-kernel "$IMG/vmlinuz" -initrd "$IMG/initrd.img" -append "console=ttyS0 root=/dev/vda rw panic=-1" \
 	-drive "file=$VM_DISK,format=raw,if=virtio,cache=unsafe" \
 	-netdev "tap,id=net0,ifname=$VM_TAP,script=no,downscript=no" -device "virtio-net-pci,netdev=net0,mac=$VM_MAC" \
