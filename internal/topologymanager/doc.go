@@ -6,5 +6,7 @@
 // (none, best-effort, restricted, single-numa-node, with upstream's
 // options prefer-closest-numa-nodes and max-allowable-numa-nodes), refuses
 // the pod with TopologyAffinityError when it cannot be aligned, and the
-// providers then allocate with that affinity.
+// providers then allocate with that affinity. It is the admission handler
+// of resource allocation: under the none policy it only has the providers
+// allocate, container by container, as upstream.
 package topologymanager
