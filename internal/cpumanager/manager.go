@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -17,8 +18,9 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/cpuset"
 
-	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/bitmask"
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 )
 
 // DefaultReconcilePeriod is upstream's cpuManagerReconcilePeriod default.
@@ -81,6 +83,9 @@ type Manager struct {
 	// the active pods (a pod joins them after its admission): their CPUs
 	// are kept for admittedGrace even though the pod is not active yet.
 	admitted map[string]time.Time
+	// reuse are the CPUs of the pod being admitted that its containers
+	// after its init containers may take (upstream's cpusToReuse).
+	reuse map[string]cpuset.CPUSet
 }
 
 // admittedGrace is how long an admitted pod's CPUs are kept before it is
@@ -113,7 +118,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, opts: opts, reserved: cpuset.New(), applied: map[string]map[string]cpuset.CPUSet{}, admitted: map[string]time.Time{}}
+	m := &Manager{cfg: cfg, opts: opts, reserved: cpuset.New(), applied: map[string]map[string]cpuset.CPUSet{}, admitted: map[string]time.Time{}, reuse: map[string]cpuset.CPUSet{}}
 	if cfg.Dir != "" {
 		m.path = filepath.Join(cfg.Dir, StateFile)
 	}
@@ -205,87 +210,171 @@ func (m *Manager) setApplied(uid, container string, set cpuset.CPUSet) {
 	m.applied[uid][container] = set
 }
 
-// Admit is the CPU manager's admission handler (upstream's, through the
-// topology manager's none policy): a new pod's Guaranteed containers with
-// integer CPU requests get their exclusive CPUs, init containers first
-// (their CPUs are reused by the app containers). A failure refuses the
-// pod: SMTAlignmentError under full-pcpus-only, else
-// UnexpectedAdmissionError with upstream's words. A resize is admitted
-// here: the allocation manager refuses a Guaranteed pod's CPU resize under
-// the static policy (Infeasible), as upstream.
-func (m *Manager) Admit(ctx context.Context, a admission.Attributes) admission.Result {
-	if m.cfg.Policy != PolicyStatic || a.Operation == admission.OperationResize {
-		return admission.Result{Admit: true}
+// TopologyHints are the container's CPU hints (upstream's static
+// GetTopologyHints): the NUMA node sets with enough free CPUs (the pod's
+// reusable ones included), the narrowest possible preferred; none when it
+// gets no exclusive CPUs.
+func (m *Manager) TopologyHints(ctx context.Context, pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
+	if m.cfg.Policy != PolicyStatic {
+		return nil
 	}
-	m.removeStale(ctx, append(m.cfg.ActivePods(), a.Pod))
-	if err := m.allocate(ctx, a.Pod); err != nil {
-		var smt SMTAlignmentError
-		if errors.As(err, &smt) {
-			return admission.Result{Reason: "SMTAlignmentError", Message: err.Error()}
+	n := guaranteedCPUs(pod, c)
+	if n == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid := string(pod.UID)
+	if set, ok := m.state.assignments[uid][c.Name]; ok {
+		if set.Size() != n {
+			return map[string][]topologymanager.TopologyHint{string(v1.ResourceCPU): {}}
 		}
-		return admission.Result{Reason: "UnexpectedAdmissionError", Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+		return map[string][]topologymanager.TopologyHint{string(v1.ResourceCPU): m.hints(set, cpuset.New(), n)}
 	}
-	return admission.Result{Admit: true}
+	return map[string][]topologymanager.TopologyHint{string(v1.ResourceCPU): m.hints(m.available(), m.reuse[uid], n)}
 }
 
-// allocate gives the pod's containers their exclusive CPUs; on failure
-// the pod keeps none.
-func (m *Manager) allocate(ctx context.Context, pod *v1.Pod) error {
+// PodTopologyHints are the pod's CPU hints (the pod scope): for what its
+// containers need at once (upstream's podGuaranteedCPUs).
+func (m *Manager) PodTopologyHints(ctx context.Context, pod *v1.Pod) map[string][]topologymanager.TopologyHint {
+	if m.cfg.Policy != PolicyStatic {
+		return nil
+	}
+	n := podGuaranteedCPUs(pod)
+	if n == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid := string(pod.UID)
+	assigned := cpuset.New()
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if set, ok := m.state.assignments[uid][c.Name]; ok {
+			if set.Size() != guaranteedCPUs(pod, &c) {
+				return map[string][]topologymanager.TopologyHint{string(v1.ResourceCPU): {}}
+			}
+			assigned = assigned.Union(set)
+		}
+	}
+	if assigned.Size() == n {
+		return map[string][]topologymanager.TopologyHint{string(v1.ResourceCPU): m.hints(assigned, cpuset.New(), n)}
+	}
+	return map[string][]topologymanager.TopologyHint{string(v1.ResourceCPU): m.hints(m.available(), m.reuse[uid].Union(assigned), n)}
+}
+
+// available are the CPUs that can be given exclusively now: the shared
+// pool less the reserved.
+func (m *Manager) available() cpuset.CPUSet {
+	return m.state.defaultSet.Difference(m.reserved)
+}
+
+// hints is upstream's generateCPUTopologyHints: every set of NUMA nodes
+// holding the reusable CPUs and, with the available ones, request CPUs; a
+// set as small as the smallest that could hold request CPUs of the
+// machine is preferred.
+func (m *Manager) hints(available, reusable cpuset.CPUSet, request int) []topologymanager.TopologyHint {
+	t := m.cfg.Topology
+	nodes := t.NUMANodesOf(t.All())
+	minSize := len(nodes)
+	out := []topologymanager.TopologyHint{}
+	bitmask.Iterate(nodes, func(mask bitmask.Mask) {
+		inMask := 0
+		for _, c := range t.CPUs {
+			if mask.IsSet(c.NUMA) {
+				inMask++
+			}
+		}
+		if inMask >= request && mask.Count() < minSize {
+			minSize = mask.Count()
+		}
+		matching := 0
+		for _, id := range reusable.List() {
+			if !mask.IsSet(t.CPUs[id].NUMA) {
+				return
+			}
+			matching++
+		}
+		for _, id := range available.List() {
+			if mask.IsSet(t.CPUs[id].NUMA) {
+				matching++
+			}
+		}
+		if matching >= request {
+			out = append(out, topologymanager.TopologyHint{NUMANodeAffinity: mask})
+		}
+	})
+	for i := range out {
+		out[i].Preferred = out[i].NUMANodeAffinity.Count() == minSize
+	}
+	return out
+}
+
+// Allocate gives a container of a pod being admitted its exclusive CPUs
+// (upstream's static Allocate): Guaranteed containers with integer CPU
+// requests, from affinity's NUMA nodes first when it has some, reusing
+// what the pod's init containers hold (not a sidecar's). SMTAlignmentError
+// under full-pcpus-only. A container already in the state keeps its CPUs.
+// A resize is not handled here: the allocation manager refuses a
+// Guaranteed pod's CPU resize under the static policy (Infeasible).
+func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, c *v1.Container, affinity topologymanager.TopologyHint) error {
+	if m.cfg.Policy != PolicyStatic {
+		return nil
+	}
+	n := guaranteedCPUs(pod, c)
+	if n == 0 {
+		return nil
+	}
 	logger := klog.FromContext(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	uid := string(pod.UID)
-	reusable := cpuset.New()
-	var err error
-	each := func(c *v1.Container, init bool) {
-		if err != nil {
-			return
+	m.metrics.pinningRequests.Inc()
+	set, ok := m.state.assignments[uid][c.Name]
+	if !ok {
+		var err error
+		if set, err = m.take(n, m.reuse[uid], affinity.NUMANodeAffinity); err != nil {
+			m.metrics.pinningErrors.Inc()
+			logger.Error(err, "Unable to allocate exclusive CPUs", "pod", klog.KObj(pod), "container", c.Name, "numCPUs", n)
+			return err
 		}
-		n := guaranteedCPUs(pod, c)
-		if n == 0 {
-			return
+		m.state.set(uid, c.Name, set)
+		m.state.defaultSet = m.state.defaultSet.Difference(set)
+		m.admitted[uid] = m.cfg.Clock.Now()
+		if err := m.state.store(m.path); err != nil {
+			return fmt.Errorf("cpu manager checkpoint: %w", err)
 		}
-		m.metrics.pinningRequests.Inc()
-		set, ok := m.state.assignments[uid][c.Name]
-		if !ok {
-			if set, err = m.take(n, reusable); err != nil {
-				m.metrics.pinningErrors.Inc()
-				logger.Error(err, "Unable to allocate exclusive CPUs", "pod", klog.KObj(pod), "container", c.Name, "numCPUs", n)
-				return
-			}
-			m.state.set(uid, c.Name, set)
-			m.state.defaultSet = m.state.defaultSet.Difference(set)
-			logger.Info("Allocated exclusive CPUs", "pod", klog.KObj(pod), "container", c.Name, "cpuset", set.String())
-		}
-		// upstream's updateCPUsToReuse: a (non-sidecar) init container's
-		// CPUs may go to the containers after it.
-		if init && !podspec.IsSidecar(c) {
-			reusable = reusable.Union(set)
-		} else {
-			reusable = reusable.Difference(set)
+		m.updateMetrics()
+		logger.Info("Allocated exclusive CPUs", "pod", klog.KObj(pod), "container", c.Name, "cpuset", set.String(), "affinity", affinity)
+	}
+	m.updateReuse(pod, c, set)
+	return nil
+}
+
+// updateReuse is upstream's updateCPUsToReuse: a (non-sidecar) init
+// container's CPUs may go to the containers after it; an app container's
+// are no longer reusable. Only the pod being admitted is kept.
+func (m *Manager) updateReuse(pod *v1.Pod, c *v1.Container, set cpuset.CPUSet) {
+	uid := string(pod.UID)
+	for other := range m.reuse {
+		if other != uid {
+			delete(m.reuse, other)
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		each(&pod.Spec.InitContainers[i], true)
+		if pod.Spec.InitContainers[i].Name == c.Name {
+			if !podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
+				m.reuse[uid] = m.reuse[uid].Union(set)
+			}
+			return
+		}
 	}
-	for i := range pod.Spec.Containers {
-		each(&pod.Spec.Containers[i], false)
-	}
-	if err != nil {
-		m.releaseLocked(uid)
-	} else if len(m.state.assignments[uid]) > 0 {
-		m.admitted[uid] = m.cfg.Clock.Now()
-	}
-	if serr := m.state.store(m.path); serr != nil && err == nil {
-		err = fmt.Errorf("cpu manager checkpoint: %w", serr)
-	}
-	m.updateMetrics()
-	return err
+	m.reuse[uid] = m.reuse[uid].Difference(set)
 }
 
 // take picks n exclusive CPUs from the free ones (the shared pool less
-// the reserved) and reusable (the pod's init containers' CPUs).
-func (m *Manager) take(n int, reusable cpuset.CPUSet) (cpuset.CPUSet, error) {
+// the reserved) and reusable (the pod's init containers' CPUs), those on
+// the NUMA nodes of affinity first (upstream's allocateCPUs).
+func (m *Manager) take(n int, reusable cpuset.CPUSet, affinity bitmask.Mask) (cpuset.CPUSet, error) {
 	t := m.cfg.Topology
 	if m.opts.FullPCPUsOnly {
 		perCore := t.CPUsPerCore()
@@ -296,8 +385,25 @@ func (m *Manager) take(n int, reusable cpuset.CPUSet) (cpuset.CPUSet, error) {
 			return cpuset.New(), SMTAlignmentError{RequestedCPUs: n, CpusPerCore: perCore, AvailablePhysicalCPUs: avail, CausedByPhysicalCPUs: true}
 		}
 	}
-	free := m.state.defaultSet.Difference(m.reserved).Union(reusable)
-	return takeByTopology(t, free, n)
+	free := m.available().Union(reusable)
+	result := cpuset.New()
+	if affinity != 0 {
+		aligned := cpuset.New()
+		for _, id := range free.UnsortedList() {
+			if affinity.IsSet(t.CPUs[id].NUMA) {
+				aligned = aligned.Union(cpuset.New(id))
+			}
+		}
+		var err error
+		if result, err = takeByTopology(t, aligned, min(n, aligned.Size())); err != nil {
+			return cpuset.New(), err
+		}
+	}
+	rest, err := takeByTopology(t, free.Difference(result), n-result.Size())
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return result.Union(rest), nil
 }
 
 // Release returns a pod's exclusive CPUs to the shared pool (a pod the
@@ -323,6 +429,7 @@ func (m *Manager) releaseLocked(uid string) {
 	}
 	delete(m.applied, uid)
 	delete(m.admitted, uid)
+	delete(m.reuse, uid)
 }
 
 // removeStale drops the assignments of pods and containers that are not

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 )
 
 type fakeRuntime struct {
@@ -68,9 +69,24 @@ func newEnv(t *testing.T, topo *Topology, dir string, opts map[string]string, re
 	return e
 }
 
+// admitWith admits p through the topology manager's none policy with m
+// its only provider, releasing what a refused pod got (as the admission
+// chain's hook does).
+func admitWith(m *Manager, p *v1.Pod) admission.Result {
+	tm, err := topologymanager.New(topologymanager.Config{Providers: []topologymanager.Provider{m}})
+	if err != nil {
+		panic(err)
+	}
+	r := tm.Admit(context.Background(), admission.Attributes{Pod: p})
+	if !r.Admit {
+		m.Release(context.Background(), string(p.UID))
+	}
+	return r
+}
+
 func (e *env) admit(t *testing.T, p *v1.Pod) admission.Result {
 	t.Helper()
-	r := e.m.Admit(context.Background(), admission.Attributes{Pod: p})
+	r := admitWith(e.m, p)
 	if r.Admit {
 		e.active = append(e.active, p)
 	}
@@ -222,7 +238,7 @@ func TestStrictReservationAndNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := none.Admit(context.Background(), admission.Attributes{Pod: pod("g", nil, ctr("a", "2", "64Mi", true))}); !r.Admit ||
+	if r := admitWith(none, pod("g", nil, ctr("a", "2", "64Mi", true))); !r.Admit ||
 		!none.ContainerCPUs("g", "a").IsEmpty() || !none.Allocatable().IsEmpty() {
 		t.Errorf("none policy: %+v", r)
 	}
@@ -234,7 +250,7 @@ func TestStrictReservationAndNone(t *testing.T) {
 func TestAdmittedNotYetActive(t *testing.T) {
 	e := newEnv(t, topoSingleSocketHT(), "", nil, "1")
 	g := pod("g", nil, ctr("a", "2", "64Mi", true))
-	if r := e.m.Admit(context.Background(), admission.Attributes{Pod: g}); !r.Admit {
+	if r := admitWith(e.m, g); !r.Admit {
 		t.Fatalf("refused: %+v", r)
 	}
 	e.m.Reconcile(context.Background()) // g not active yet
@@ -249,7 +265,7 @@ func TestAdmittedNotYetActive(t *testing.T) {
 		t.Errorf("kept after the pod went: %s", got)
 	}
 	h := pod("h", nil, ctr("a", "2", "64Mi", true))
-	e.m.Admit(context.Background(), admission.Attributes{Pod: h})
+	admitWith(e.m, h)
 	e.clock.Step(2 * time.Minute) // never became active
 	e.m.Reconcile(context.Background())
 	if got := e.m.Exclusive("h", "a"); !got.IsEmpty() {

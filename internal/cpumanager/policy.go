@@ -85,6 +85,9 @@ type SMTAlignmentError struct {
 	CausedByPhysicalCPUs  bool
 }
 
+// Type is the admission reason, as upstream's.
+func (e SMTAlignmentError) Type() string { return "SMTAlignmentError" }
+
 func (e SMTAlignmentError) Error() string {
 	if e.CausedByPhysicalCPUs {
 		return fmt.Sprintf("SMT Alignment Error: not enough free physical CPUs: available physical CPUs = %d, requested CPUs = %d, CPUs per core = %d", e.AvailablePhysicalCPUs, e.RequestedCPUs, e.CpusPerCore)
@@ -126,6 +129,29 @@ func guaranteedCPUs(pod *v1.Pod, c *v1.Container) int {
 		return 0
 	}
 	return int(q.Value())
+}
+
+// podGuaranteedCPUs is the exclusive CPUs a pod needs at once (upstream's
+// podGuaranteedCPUs): its app containers' and sidecars', or its largest
+// init container's with the sidecars before it, whichever is more.
+func podGuaranteedCPUs(pod *v1.Pod) int {
+	var byInit, bySidecars, byApps int
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if _, ok := c.Resources.Requests[v1.ResourceCPU]; !ok {
+			continue
+		}
+		n := guaranteedCPUs(pod, c)
+		if podspec.IsSidecar(c) {
+			bySidecars += n
+		} else if bySidecars+n > byInit {
+			byInit = bySidecars + n
+		}
+	}
+	for i := range pod.Spec.Containers {
+		byApps += guaranteedCPUs(pod, &pod.Spec.Containers[i])
+	}
+	return max(byApps+bySidecars, byInit)
 }
 
 // validateState is upstream's staticPolicy.validateState: a state read

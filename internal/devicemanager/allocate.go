@@ -1,44 +1,73 @@
 package devicemanager
 
-import "slices"
+import (
+	"slices"
 
-// choose picks size devices for a container: those in reusable first (the
-// devices of the pod's init containers that ran before it), then those the
-// plugin prefers out of available, then the rest of available in order.
-// reusable and available must not overlap. It fails (false) when the two
-// have fewer than size devices.
-func choose(reusable, available []string, size int, preferred []string) ([]string, bool) {
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodelet/nodelet/internal/bitmask"
+)
+
+// choose picks size devices for a container, as upstream's
+// devicesToAllocate: those in reusable first (the devices of the pod's
+// init containers that ran before it); then, when the devices on the
+// affinity's NUMA nodes (aligned) are more than what is left to take,
+// the plugin's preferred ones among them and the rest of them; else all
+// the aligned ones, the plugin's preferred ones, the unaligned ones and
+// those without a NUMA node. preferred asks the plugin
+// (GetPreferredAllocation; nil when it has none) for a choice among
+// avail that includes must. The four sets must not overlap. It fails
+// (false) when they have fewer than size devices.
+func choose(reusable, aligned, unaligned, noAffinity []string, size int, preferred func(avail, must []string) []string) ([]string, bool) {
 	var out []string
-	for _, id := range sorted(reusable) {
-		if len(out) == size {
-			return out, true
+	take := func(from []string) bool {
+		for _, id := range from {
+			if len(out) == size {
+				break
+			}
+			if !slices.Contains(out, id) {
+				out = append(out, id)
+			}
 		}
-		out = append(out, id)
+		return len(out) == size
 	}
-	if len(out) == size {
+	if take(sorted(reusable)) {
 		return out, true
 	}
-	avail := sorted(available)
-	if len(avail) < size-len(out) {
+	aligned, unaligned, noAffinity = sorted(aligned), sorted(unaligned), sorted(noAffinity)
+	available := slices.Concat(aligned, unaligned, noAffinity)
+	if len(available) < size-len(out) {
 		return nil, false
 	}
-	for _, id := range preferred {
-		if len(out) == size {
-			break
+	among := func(set []string) []string {
+		return slices.DeleteFunc(slices.Clone(preferred(slices.Concat(set, out), slices.Clone(out))), func(id string) bool { return !slices.Contains(set, id) })
+	}
+	if size-len(out) < len(aligned) {
+		if take(among(aligned)) || take(aligned) {
+			return out, true
 		}
-		if slices.Contains(avail, id) && !slices.Contains(out, id) {
-			out = append(out, id)
+		return nil, false
+	}
+	if take(aligned) || take(among(available)) || take(unaligned) || take(noAffinity) {
+		return out, true
+	}
+	return nil, false
+}
+
+// byAffinity splits available by the devices' NUMA nodes (upstream's
+// filterByAffinity): on a node of affinity, on other nodes, on none.
+func byAffinity(devices map[string]*pluginapi.Device, available []string, affinity bitmask.Mask) (aligned, unaligned, noAffinity []string) {
+	for _, id := range available {
+		switch nodes := deviceNodes(devices[id]); {
+		case nodes == 0:
+			noAffinity = append(noAffinity, id)
+		case nodes&affinity != 0:
+			aligned = append(aligned, id)
+		default:
+			unaligned = append(unaligned, id)
 		}
 	}
-	for _, id := range avail {
-		if len(out) == size {
-			break
-		}
-		if !slices.Contains(out, id) {
-			out = append(out, id)
-		}
-	}
-	return out, true
+	return aligned, unaligned, noAffinity
 }
 
 func sorted(s []string) []string {

@@ -20,11 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/bitmask"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -56,6 +58,9 @@ type Config struct {
 	SourcesReady func() bool
 	// OnChange is called when the node's extended resources changed.
 	OnChange func()
+	// NUMANodes are the machine's NUMA nodes (the hints of devices that
+	// report none; [0] when nil).
+	NUMANodes []int
 	// Registerer gets the device plugin metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Clock      clock.Clock
@@ -130,6 +135,10 @@ type Manager struct {
 	mu        sync.Mutex
 	resources map[string]*resourceState
 	alloc     allocations
+	// reuse are the devices of the pod being admitted that its containers
+	// after its init containers may take, by resource (upstream's
+	// devicesToReuse).
+	reuse map[string]map[string][]string
 }
 
 // New returns a Manager for cfg; it fails when Dir or ActivePods is missing.
@@ -149,8 +158,11 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
 	}
+	if len(cfg.NUMANodes) == 0 {
+		cfg.NUMANodes = []int{0}
+	}
 	return &Manager{cfg: cfg, clock: cfg.Clock, metrics: newMetrics(cfg.Registerer),
-		resources: map[string]*resourceState{}, alloc: allocations{}}, nil
+		resources: map[string]*resourceState{}, alloc: allocations{}, reuse: map[string]map[string][]string{}}, nil
 }
 
 // Restore reads the checkpoint and clears the folder of the sockets a
@@ -379,78 +391,222 @@ func (m *Manager) AdmissionAllocatable() v1.ResourceList {
 	return alloc
 }
 
-// Admit is the device plugins' admission handler (upstream's resource
-// allocation handler): it assigns the pod its devices (Allocate), and
-// refuses it UnexpectedAdmissionError when that fails. A resize keeps
-// the pod's devices (only CPU and memory are resized in place).
-func (m *Manager) Admit(ctx context.Context, a admission.Attributes) admission.Result {
-	if a.Operation == admission.OperationResize {
-		return admission.Result{Admit: true}
+// AllocatePod assigns devices to the pod's containers without a NUMA
+// affinity (the topology manager's none policy); a failure leaves the pod
+// no devices.
+func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if err := m.Allocate(ctx, pod, &c, topologymanager.TopologyHint{}); err != nil {
+			m.Release(pod.UID)
+			return err
+		}
 	}
-	if err := m.Allocate(ctx, a.Pod); err != nil {
-		return admission.Result{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + err.Error() + ", which is unexpected"}
-	}
-	return admission.Result{Admit: true}
+	return nil
 }
 
-// Allocate assigns devices to the pod's containers that ask for device
-// plugin resources, calling each plugin's Allocate. A failure is an
-// admission failure; the pod keeps no devices then.
-func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) error {
+// Allocate assigns a container of a pod being admitted its devices of
+// every device plugin resource it asks (upstream's allocateContainerResources):
+// the devices of the pod's init containers before it first, then those on
+// affinity's NUMA nodes, calling the plugin's GetPreferredAllocation and
+// Allocate. A failure refuses the pod (UnexpectedAdmissionError); what the
+// pod got is released by the admission chain's hook. A resize keeps the
+// pod's devices (only CPU and memory are resized in place).
+func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, c *v1.Container, affinity topologymanager.TopologyHint) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	uid := string(pod.UID)
-	if !m.wantsDevices(pod) {
+	rs := m.deviceResources(c)
+	if len(rs) == 0 {
 		return nil
 	}
 	m.pruneLocked(ctx, pod)
-	reusable := map[string][]string{}
-	var added [][3]string
-	fail := func(err error) error {
-		for _, k := range added {
-			delete(m.alloc[k[0]][k[1]], k[2])
+	for other := range m.reuse {
+		if other != uid {
+			delete(m.reuse, other)
 		}
-		return err
 	}
-	each := func(c *v1.Container, initOnly bool) error {
-		for _, r := range m.deviceResources(c) {
-			q := c.Resources.Limits[v1.ResourceName(r)]
-			needed := int(q.Value())
-			if e := m.alloc.get(uid, c.Name, r); e != nil {
-				if len(e.IDs) != needed {
-					return fmt.Errorf("pod %q container %q changed request for resource %q from %d to %d", uid, c.Name, r, len(e.IDs), needed)
-				}
-			} else {
-				e, err := m.allocateLocked(ctx, uid, c.Name, r, needed, reusable[r])
-				if err != nil {
-					return err
-				}
-				m.alloc.set(uid, c.Name, r, e)
-				added = append(added, [3]string{uid, c.Name, r})
+	if m.reuse[uid] == nil {
+		m.reuse[uid] = map[string][]string{}
+	}
+	reuse := m.reuse[uid]
+	sidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+	initOnly := !sidecar && slices.ContainsFunc(pod.Spec.InitContainers, func(ic v1.Container) bool { return ic.Name == c.Name })
+	for _, r := range rs {
+		q := c.Resources.Limits[v1.ResourceName(r)]
+		needed := int(q.Value())
+		if e := m.alloc.get(uid, c.Name, r); e != nil {
+			if len(e.IDs) != needed {
+				return fmt.Errorf("pod %q container %q changed request for resource %q from %d to %d", uid, c.Name, r, len(e.IDs), needed)
 			}
-			ids := m.alloc.get(uid, c.Name, r).IDs
-			if initOnly {
-				reusable[r] = union(reusable[r], ids)
-			} else {
-				reusable[r] = slices.DeleteFunc(reusable[r], func(id string) bool { return slices.Contains(ids, id) })
+		} else {
+			e, err := m.allocateLocked(ctx, uid, c.Name, r, needed, reuse[r], affinity)
+			if err != nil {
+				return err
 			}
+			m.alloc.set(uid, c.Name, r, e)
+			m.saveLocked(ctx)
 		}
+		ids := m.alloc.get(uid, c.Name, r).IDs
+		if initOnly {
+			reuse[r] = union(reuse[r], ids)
+		} else {
+			reuse[r] = slices.DeleteFunc(reuse[r], func(id string) bool { return slices.Contains(ids, id) })
+		}
+	}
+	return nil
+}
+
+// TopologyHints are the container's device hints by resource (upstream's
+// GetTopologyHints): none for a resource whose devices have no NUMA
+// node; else the node sets holding enough free devices (and the pod's
+// reusable ones), as narrow as the devices allow preferred.
+func (m *Manager) TopologyHints(ctx context.Context, pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid := string(pod.UID)
+	out := map[string][]topologymanager.TopologyHint{}
+	for _, r := range m.deviceResources(c) {
+		q := c.Resources.Limits[v1.ResourceName(r)]
+		out[r] = m.hintsLocked(ctx, r, int(q.Value()), m.alloc.get(uid, c.Name, r).idsOrNil(), m.reuse[uid][r])
+	}
+	return out
+}
+
+// PodTopologyHints are the pod's device hints (the pod scope): for the
+// devices its containers ask at once.
+func (m *Manager) PodTopologyHints(ctx context.Context, pod *v1.Pod) map[string][]topologymanager.TopologyHint {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid := string(pod.UID)
+	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{ExcludeOverhead: true})
+	out := map[string][]topologymanager.TopologyHint{}
+	for name, q := range limits {
+		r := string(name)
+		if _, ok := m.resources[r]; !ok || q.IsZero() {
+			continue
+		}
+		var allocated []string
+		for _, cs := range m.alloc[uid] {
+			allocated = union(allocated, cs[r].idsOrNil())
+		}
+		out[r] = m.hintsLocked(ctx, r, int(q.Value()), allocated, nil)
+	}
+	return out
+}
+
+// hintsLocked: nil when r's devices have no NUMA node; the allocated
+// devices' own hints when they match the request (an empty list when
+// not); else the hints of the free and reusable devices.
+func (m *Manager) hintsLocked(ctx context.Context, r string, request int, allocated, reusable []string) []topologymanager.TopologyHint {
+	st := m.resources[r]
+	if !hasTopology(st) {
 		return nil
 	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-		if err := each(c, !sidecar); err != nil {
-			return fail(err)
+	if len(allocated) > 0 {
+		if len(allocated) != request {
+			return []topologymanager.TopologyHint{}
+		}
+		return m.deviceHints(ctx, r, allocated, nil, request)
+	}
+	used := m.alloc.inUse(r)
+	var available []string
+	for _, id := range st.healthy() {
+		if !used[id] {
+			available = append(available, id)
 		}
 	}
-	for i := range pod.Spec.Containers {
-		if err := each(&pod.Spec.Containers[i], false); err != nil {
-			return fail(err)
+	if len(union(available, reusable)) < request {
+		return []topologymanager.TopologyHint{}
+	}
+	return m.deviceHints(ctx, r, available, reusable, request)
+}
+
+func hasTopology(st *resourceState) bool {
+	if st == nil {
+		return false
+	}
+	for _, d := range st.devices {
+		if d.Topology != nil && len(d.Topology.Nodes) > 0 {
+			return true
 		}
 	}
-	m.saveLocked(ctx)
-	return nil
+	return false
+}
+
+func deviceNodes(d *pluginapi.Device) bitmask.Mask {
+	var mask bitmask.Mask
+	if d == nil || d.Topology == nil {
+		return 0
+	}
+	for _, n := range d.Topology.Nodes {
+		if n.ID >= 0 && n.ID < 64 {
+			mask |= 1 << uint(n.ID)
+		}
+	}
+	return mask
+}
+
+// deviceHints is upstream's generateDeviceTopologyHints, over the NUMA
+// nodes the devices are on (those the machine has).
+func (m *Manager) deviceHints(ctx context.Context, r string, available, reusable []string, request int) []topologymanager.TopologyHint {
+	st := m.resources[r]
+	var onDevices bitmask.Mask
+	for _, d := range st.devices {
+		onDevices |= deviceNodes(d)
+	}
+	var nodes []int
+	for _, n := range m.cfg.NUMANodes {
+		if onDevices.IsSet(n) {
+			nodes = append(nodes, n)
+		}
+	}
+	if unknown := onDevices &^ mustMask(m.cfg.NUMANodes); unknown != 0 {
+		klog.FromContext(ctx).Info("Ignoring NUMA node IDs reported by device plugin that are unknown to the machine", "resource", r, "unknownNodes", unknown.Bits(), "knownNodes", m.cfg.NUMANodes)
+	}
+	if len(nodes) == 0 {
+		nodes = m.cfg.NUMANodes
+	}
+	minSize := len(nodes)
+	out := []topologymanager.TopologyHint{}
+	bitmask.Iterate(nodes, func(mask bitmask.Mask) {
+		inMask := 0
+		for _, d := range st.devices {
+			if deviceNodes(d)&mask != 0 {
+				inMask++
+			}
+		}
+		if inMask >= request && mask.Count() < minSize {
+			minSize = mask.Count()
+		}
+		matching := 0
+		for _, id := range reusable {
+			d := st.devices[id]
+			if d == nil || d.Topology == nil {
+				continue
+			}
+			if deviceNodes(d)&mask == 0 {
+				return
+			}
+			matching++
+		}
+		for _, id := range available {
+			if deviceNodes(st.devices[id])&mask != 0 {
+				matching++
+			}
+		}
+		if matching >= request {
+			out = append(out, topologymanager.TopologyHint{NUMANodeAffinity: mask})
+		}
+	})
+	for i := range out {
+		out[i].Preferred = out[i].NUMANodeAffinity.Count() == minSize
+	}
+	return out
+}
+
+func mustMask(ids []int) bitmask.Mask {
+	m, _ := bitmask.New(ids...)
+	return m
 }
 
 // Release forgets the devices of a pod that will not run (refused after
@@ -458,6 +614,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) error {
 func (m *Manager) Release(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.reuse, string(uid))
 	if _, ok := m.alloc[string(uid)]; ok {
 		delete(m.alloc, string(uid))
 		m.saveLocked(context.Background())
@@ -506,7 +663,7 @@ func (m *Manager) pruneLocked(ctx context.Context, keep *v1.Pod) {
 	}
 }
 
-func (m *Manager) allocateLocked(ctx context.Context, uid, container, r string, needed int, reusable []string) (*entry, error) {
+func (m *Manager) allocateLocked(ctx context.Context, uid, container, r string, needed int, reusable []string, affinity topologymanager.TopologyHint) (*entry, error) {
 	st := m.resources[r]
 	if st == nil {
 		return nil, fmt.Errorf("cannot allocate unregistered device %s", r)
@@ -523,28 +680,38 @@ func (m *Manager) allocateLocked(ctx context.Context, uid, container, r string, 
 		}
 	}
 	reusable = slices.DeleteFunc(slices.Clone(reusable), func(id string) bool { return !slices.Contains(healthy, id) })
-	var preferred []string
-	p := st.plugin
-	if p.options.GetGetPreferredAllocationAvailable() && len(reusable) < needed {
+	preferred := func(avail, must []string) []string {
+		p := st.plugin
+		if !p.options.GetGetPreferredAllocationAvailable() {
+			return nil
+		}
 		pctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		defer cancel()
 		resp, err := p.client.GetPreferredAllocation(pctx, &pluginapi.PreferredAllocationRequest{
 			ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
-				AvailableDeviceIDs:   union(reusable, available),
-				MustIncludeDeviceIDs: reusable,
-				AllocationSize:       int32(needed),
+				AvailableDeviceIDs: avail, MustIncludeDeviceIDs: must, AllocationSize: int32(needed),
 			}},
 		})
-		cancel()
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Device plugin's preferred allocation not had", "resource", r)
-		} else if len(resp.ContainerResponses) > 0 {
-			preferred = resp.ContainerResponses[0].DeviceIDs
+			return nil
 		}
+		if len(resp.ContainerResponses) == 0 {
+			return nil
+		}
+		return resp.ContainerResponses[0].DeviceIDs
 	}
-	ids, ok := choose(reusable, available, needed, preferred)
+	var aligned, unaligned, noAffinity []string
+	if hasTopology(st) && affinity.NUMANodeAffinity != 0 {
+		aligned, unaligned, noAffinity = byAffinity(st.devices, available, affinity.NUMANodeAffinity)
+	} else {
+		noAffinity = available
+	}
+	ids, ok := choose(reusable, aligned, unaligned, noAffinity, needed, preferred)
 	if !ok {
 		return nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d", r, needed, len(available)+len(reusable))
 	}
+	p := st.plugin
 	start := m.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	resp, err := p.client.Allocate(actx, &pluginapi.AllocateRequest{

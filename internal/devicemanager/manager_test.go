@@ -196,7 +196,7 @@ func TestDevicePluginLifecycle(t *testing.T) {
 	ctx := context.Background()
 	// An init container's devices go to the app container after it.
 	p1 := devPod("p1", 2, 1)
-	if err := h.m.Allocate(ctx, p1); err != nil {
+	if err := h.m.AllocatePod(ctx, p1); err != nil {
 		t.Fatal(err)
 	}
 	h.pods = append(h.pods, p1)
@@ -207,7 +207,7 @@ func TestDevicePluginLifecycle(t *testing.T) {
 		t.Fatalf("app got %v, want the init container's d1 reused", got)
 	}
 	// Only d3 is left.
-	if err := h.m.Allocate(ctx, devPod("p2", 2, 0)); err == nil || err.Error() != "requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1" {
+	if err := h.m.AllocatePod(ctx, devPod("p2", 2, 0)); err == nil || err.Error() != "requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1" {
 		t.Fatalf("p2: %v", err)
 	}
 	if _, ok := h.m.alloc["p2"]; ok {
@@ -230,14 +230,14 @@ func TestDevicePluginLifecycle(t *testing.T) {
 	// An unhealthy device leaves allocatable, not capacity.
 	f.setHealth("d3", pluginapi.Unhealthy)
 	h.waitFor(t, "unhealthy", func(c, a int64) bool { return c == 3 && a == 2 })
-	if err := h.m.Allocate(ctx, devPod("p3", 1, 0)); err == nil {
+	if err := h.m.AllocatePod(ctx, devPod("p3", 1, 0)); err == nil {
 		t.Fatal("allocated an unhealthy device")
 	}
 	// A finished pod's devices are free again.
 	h.mu.Lock()
 	h.pods = nil
 	h.mu.Unlock()
-	if err := h.m.Allocate(ctx, devPod("p4", 2, 0)); err != nil {
+	if err := h.m.AllocatePod(ctx, devPod("p4", 2, 0)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -258,7 +258,7 @@ func TestRestartKeepsAssignments(t *testing.T) {
 	f.start(t, dir, "fake.sock")
 	h.waitFor(t, "registered", func(c, a int64) bool { return c == 2 })
 	p := devPod("p1", 1, 0)
-	if err := h.m.Allocate(context.Background(), p); err != nil {
+	if err := h.m.AllocatePod(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.m.alloc.get("p1", "app", res).IDs; !slices.Equal(got, []string{"d2"}) {
@@ -291,7 +291,7 @@ func TestRestartKeepsAssignments(t *testing.T) {
 	f2.start(t, dir, "fake2.sock")
 	h2.waitFor(t, "registered again", func(c, a int64) bool { return c == 2 && a == 2 })
 	h2.pods = []*v1.Pod{p}
-	if err := h2.m.Allocate(context.Background(), devPod("p2", 1, 0)); err != nil {
+	if err := h2.m.AllocatePod(context.Background(), devPod("p2", 1, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if got := h2.m.alloc.get("p2", "app", res).IDs; !slices.Equal(got, []string{"d1"}) {

@@ -17,10 +17,10 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/cpuset"
 
-	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/bitmask"
 	"github.com/nodelet/nodelet/internal/memorymanager/state"
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 )
 
 // DefaultPeriod is how often the assignments of pods no longer active are
@@ -129,61 +129,81 @@ func New(cfg Config) (*Manager, error) {
 // Policy is the policy's name.
 func (m *Manager) Policy() string { return m.cfg.Policy }
 
-// Admit is the memory manager's admission handler (upstream's, through
-// the topology manager's none policy): a new Guaranteed pod's containers
-// get their memory and huge pages from a NUMA node, or the fewest nodes
-// that hold them, init containers first (the app containers reuse what
-// they leave). A pod that does not fit is refused UnexpectedAdmissionError
-// with upstream's words and keeps nothing. A resize is admitted here: the
-// static policy pins a pod's memory at admission only, as upstream.
-func (m *Manager) Admit(ctx context.Context, a admission.Attributes) admission.Result {
-	if m.cfg.Policy != PolicyStatic || a.Operation == admission.OperationResize {
-		return admission.Result{Admit: true}
+// TopologyHints are the container's memory hints by type (upstream's
+// static GetTopologyHints): for a Guaranteed pod, the NUMA node sets that
+// can hold its request (the fewest preferred), or those it already holds.
+func (m *Manager) TopologyHints(ctx context.Context, pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
+	if m.cfg.Policy != PolicyStatic || !pinned(pod) {
+		return nil
 	}
-	m.removeStale(ctx, append(m.cfg.ActivePods(), a.Pod))
-	if err := m.allocate(ctx, a.Pod); err != nil {
-		return admission.Result{Reason: "UnexpectedAdmissionError", Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
-	}
-	return admission.Result{Admit: true}
-}
-
-func (m *Manager) allocate(ctx context.Context, pod *v1.Pod) error {
-	logger := klog.FromContext(ctx)
-	if !pinned(pod) {
+	req, err := containerRequests(c)
+	if err != nil || len(req) == 0 {
 		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	uid := string(pod.UID)
-	var err error
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range cs {
-			if err != nil {
-				break
-			}
-			had := m.state.Blocks(uid, cs[i].Name) != nil
-			var asked bool
-			asked, err = m.policy.allocate(m.state, pod, &cs[i])
-			if asked {
-				m.metrics.pinningRequests.Inc()
-			}
-			if err != nil {
-				m.metrics.pinningErrors.Inc()
-				logger.Error(err, "Allocate error", "pod", klog.KObj(pod), "containerName", cs[i].Name)
-			} else if asked && !had {
-				logger.Info("Allocated memory", "pod", klog.KObj(pod), "containerName", cs[i].Name, "numaNodes", m.numaLocked(uid, cs[i].Name).String())
-			}
+	if blocks := m.state.Blocks(uid, c.Name); blocks != nil {
+		return regenerateHints(blocks, req)
+	}
+	return byName(m.policy.calculateHints(m.state.Machine, uid, req))
+}
+
+// PodTopologyHints are the pod's memory hints (the pod scope): for what
+// its containers need at once.
+func (m *Manager) PodTopologyHints(ctx context.Context, pod *v1.Pod) map[string][]topologymanager.TopologyHint {
+	if m.cfg.Policy != PolicyStatic || !pinned(pod) {
+		return nil
+	}
+	req, err := podRequests(pod)
+	if err != nil || len(req) == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid := string(pod.UID)
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if blocks := m.state.Blocks(uid, c.Name); blocks != nil {
+			return regenerateHints(blocks, req)
 		}
 	}
+	return byName(m.policy.calculateHints(m.state.Machine, uid, req))
+}
+
+// Allocate gives a container of a Guaranteed pod being admitted its
+// memory and huge pages (upstream's static Allocate) from the NUMA nodes
+// of affinity, or from the fewest nodes that hold them without one; init
+// containers' memory is reused by the containers after them. An error
+// refuses the pod (UnexpectedAdmissionError, upstream's words). A resize
+// is not handled here: the allocation manager refuses a Guaranteed pod's
+// memory resize under Static (Infeasible), as upstream.
+func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, c *v1.Container, affinity topologymanager.TopologyHint) error {
+	if m.cfg.Policy != PolicyStatic || !pinned(pod) {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid := string(pod.UID)
+	had := m.state.Blocks(uid, c.Name) != nil
+	asked, err := m.policy.allocate(m.state, pod, c, affinity)
+	if asked {
+		m.metrics.pinningRequests.Inc()
+	}
 	if err != nil {
-		m.releaseLocked(uid)
-	} else if len(m.state.Assignments[uid]) > 0 {
-		m.admitted[uid] = m.cfg.Clock.Now()
+		m.metrics.pinningErrors.Inc()
+		logger.Error(err, "Allocate error", "pod", klog.KObj(pod), "containerName", c.Name)
+		return err
 	}
-	if serr := m.state.Store(m.path); serr != nil && err == nil {
-		err = fmt.Errorf("memory manager checkpoint: %w", serr)
+	if !asked || had {
+		return nil
 	}
-	return err
+	m.admitted[uid] = m.cfg.Clock.Now()
+	logger.Info("Allocated memory", "pod", klog.KObj(pod), "containerName", c.Name, "numaNodes", m.numaLocked(uid, c.Name).String(), "affinity", affinity)
+	if err := m.state.Store(m.path); err != nil {
+		return fmt.Errorf("memory manager checkpoint: %w", err)
+	}
+	return nil
 }
 
 func (m *Manager) numaLocked(uid, container string) cpuset.CPUSet {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/memorymanager/state"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 )
 
 const gi = uint64(1) << 30
@@ -52,11 +53,28 @@ func newManager(t *testing.T, nodes int, active *[]*v1.Pod) *Manager {
 	return m
 }
 
-func admit(t *testing.T, m *Manager, active *[]*v1.Pod, p *v1.Pod) admission.Result {
+// admit admits p through the topology manager (none policy unless a
+// policy is given) with m its only provider, releasing what a refused pod
+// got (as the admission chain's hook does).
+func admit(t *testing.T, m *Manager, active *[]*v1.Pod, p *v1.Pod, policy ...string) admission.Result {
 	t.Helper()
-	r := m.Admit(context.Background(), admission.Attributes{Pod: p})
+	cfg := topologymanager.Config{Providers: []topologymanager.Provider{m}, NUMA: &topologymanager.NUMAInfo{}}
+	for id := range m.state.Machine {
+		cfg.NUMA.Nodes = append(cfg.NUMA.Nodes, id)
+	}
+	slices.Sort(cfg.NUMA.Nodes)
+	if len(policy) > 0 {
+		cfg.Policy = policy[0]
+	}
+	tm, err := topologymanager.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tm.Admit(context.Background(), admission.Attributes{Pod: p})
 	if r.Admit {
 		*active = append(*active, p)
+	} else {
+		m.Release(context.Background(), string(p.UID))
 	}
 	return r
 }
@@ -240,5 +258,64 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnderTopologyPolicies: the memory hints merged by the topology
+// manager: single-numa-node refuses a pod no single node holds
+// (TopologyAffinityError), restricted admits it on the two nodes it needs.
+func TestUnderTopologyPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy, mem, want string
+	}{
+		{topologymanager.PolicySingleNumaNode, "1Gi", "0"},
+		{topologymanager.PolicySingleNumaNode, "4Gi", ""},
+		{topologymanager.PolicyRestricted, "4Gi", "0-1"},
+		{topologymanager.PolicyBestEffort, "2560Mi", "1"},
+	} {
+		t.Run(tc.policy+"/"+tc.mem, func(t *testing.T) {
+			var active []*v1.Pod
+			m := newManager(t, 2, &active)
+			p := guaranteed("a", tc.mem, "app")
+			r := admit(t, m, &active, p, tc.policy)
+			if tc.want == "" {
+				if r.Admit || r.Reason != "TopologyAffinityError" || r.Message != "Resources cannot be allocated with Topology locality" {
+					t.Errorf("admitted %+v, want TopologyAffinityError", r)
+				}
+				return
+			}
+			if !r.Admit {
+				t.Fatalf("refused: %+v", r)
+			}
+			if got := m.ContainerMems(context.Background(), p, "app"); got != tc.want {
+				t.Errorf("cpuset.mems %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTopologyHints(t *testing.T) {
+	var active []*v1.Pod
+	m := newManager(t, 2, &active)
+	p := guaranteed("a", "2560Mi", "app")
+	got := m.TopologyHints(context.Background(), p, &p.Spec.Containers[0])
+	var s []string
+	for _, h := range got["memory"] {
+		s = append(s, h.String())
+	}
+	// Node 0 has 2Gi allocatable, node 1 3Gi: only node 1 alone.
+	if strings.Join(s, " ") != "{10 true} {11 false}" {
+		t.Errorf("hints %v", s)
+	}
+	admit(t, m, &active, p)
+	again := m.TopologyHints(context.Background(), p, &p.Spec.Containers[0])
+	if hs := again["memory"]; len(hs) != 1 || hs[0].NUMANodeAffinity.Bits()[0] != 1 || !hs[0].Preferred {
+		t.Errorf("hints of an allocated container %v, want its own node", again)
+	}
+	pp := guaranteed("b", "512Mi", "init", "app")
+	// 512Mi (init and app at different times) on either node; not on
+	// both: node 1 is used alone.
+	if hs := m.PodTopologyHints(context.Background(), pp)["memory"]; len(hs) != 2 || !hs[0].Preferred || !hs[1].Preferred {
+		t.Errorf("pod hints %v", hs)
 	}
 }

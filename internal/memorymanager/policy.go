@@ -14,6 +14,7 @@ import (
 	"github.com/nodelet/nodelet/internal/machine"
 	"github.com/nodelet/nodelet/internal/memorymanager/state"
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 )
 
 // The policies, upstream's names.
@@ -22,12 +23,9 @@ const (
 	PolicyStatic = "Static"
 )
 
-// hint is a NUMA affinity for a container's memory (upstream's
-// TopologyHint); affinity 0 is none.
-type hint struct {
-	affinity  bitmask.Mask
-	preferred bool
-}
+// hint is a NUMA affinity for memory (upstream's TopologyHint); a zero
+// affinity is none.
+type hint = topologymanager.TopologyHint
 
 // reservedMemory is reservedMemory by NUMA node and memory type, in bytes.
 type reservedMemory map[int]map[v1.ResourceName]uint64
@@ -56,6 +54,75 @@ func containerRequests(c *v1.Container) (requests, error) {
 		out[name] = uint64(v)
 	}
 	return out, nil
+}
+
+// podRequests is upstream's getPodRequestedResources: per type, the
+// app containers' and sidecars' requests, or the largest init
+// container's with the sidecars before it, whichever is more.
+func podRequests(pod *v1.Pod) (requests, error) {
+	byInit, bySidecars, byApps := requests{}, requests{}, requests{}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		req, err := containerRequests(c)
+		if err != nil {
+			return nil, err
+		}
+		for name, size := range req {
+			if podspec.IsSidecar(c) {
+				bySidecars[name] += size
+			} else if bySidecars[name]+size > byInit[name] {
+				byInit[name] = bySidecars[name] + size
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		req, err := containerRequests(&pod.Spec.Containers[i])
+		if err != nil {
+			return nil, err
+		}
+		for name, size := range req {
+			byApps[name] += size
+		}
+	}
+	out := requests{}
+	for name, size := range byApps {
+		out[name] = max(size+bySidecars[name], byInit[name])
+	}
+	return out, nil
+}
+
+// regenerateHints is upstream's: memory already allocated gives back its
+// own affinity as the only, preferred, hint; none when it no longer
+// matches the request.
+func regenerateHints(blocks []state.Block, req requests) map[string][]topologymanager.TopologyHint {
+	out := map[string][]topologymanager.TopologyHint{}
+	for name := range req {
+		out[string(name)] = []topologymanager.TopologyHint{}
+	}
+	if len(blocks) != len(req) {
+		return nil
+	}
+	for _, b := range blocks {
+		if size, ok := req[b.Type]; !ok || size != b.Size {
+			return nil
+		}
+		mask, err := bitmask.New(b.NUMAAffinity...)
+		if err != nil {
+			return nil
+		}
+		out[string(b.Type)] = append(out[string(b.Type)], topologymanager.TopologyHint{NUMANodeAffinity: mask, Preferred: true})
+	}
+	return out
+}
+
+// byName keys hints by the resource's name, as the topology manager
+// takes them.
+func byName(hints map[v1.ResourceName][]hint) map[string][]topologymanager.TopologyHint {
+	out := map[string][]topologymanager.TopologyHint{}
+	for name, hs := range hints {
+		out[string(name)] = hs
+	}
+	return out
 }
 
 // pinned tells whether the static policy pins a pod's memory: Guaranteed
@@ -155,12 +222,12 @@ func (p *static) calculateHints(ms state.NUMANodeMap, uid string, req requests) 
 			}
 		}
 		for name := range req {
-			hints[name] = append(hints[name], hint{affinity: mask})
+			hints[name] = append(hints[name], hint{NUMANodeAffinity: mask})
 		}
 	})
 	for name := range req {
 		for i := range hints[name] {
-			hints[name][i].preferred = hints[name][i].affinity.Count() == minSize
+			hints[name][i].Preferred = hints[name][i].NUMANodeAffinity.Count() == minSize
 		}
 	}
 	return hints
@@ -172,11 +239,11 @@ func bestHint(hints []hint) hint {
 	var best hint
 	for _, h := range hints {
 		switch {
-		case best.affinity == 0:
+		case best.NUMANodeAffinity == 0:
 			best = h
-		case h.preferred && !best.preferred:
+		case h.Preferred && !best.Preferred:
 			best = h
-		case h.preferred == best.preferred && h.affinity.IsNarrowerThan(best.affinity):
+		case h.Preferred == best.Preferred && h.NUMANodeAffinity.IsNarrowerThan(best.NUMANodeAffinity):
 			best = h
 		}
 	}
@@ -221,31 +288,43 @@ func violates(ms state.NUMANodeMap, mask bitmask.Mask) bool {
 }
 
 // affinity is the NUMA nodes a container's memory comes from, as
-// upstream's Allocate picks them when the topology manager gives no hint
-// (its none policy): the default hint, extended to nodes that can hold
-// the request.
-func (p *static) affinity(ms state.NUMANodeMap, uid string, req requests) (hint, error) {
-	hints := p.calculateHints(ms, uid, req)
-	if len(hints) < 1 {
-		return hint{}, errors.New("[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available")
+// upstream's static Allocate picks them: the topology manager's hint, or
+// without one the default hint (the fewest nodes that can hold the
+// request), extended to nodes that can hold it when it cannot; never a
+// group that mixes single-node and multi-node allocations.
+func (p *static) affinity(ms state.NUMANodeMap, uid string, req requests, tm hint) (hint, error) {
+	best := tm
+	if best.NUMANodeAffinity == 0 {
+		hints := p.calculateHints(ms, uid, req)
+		if len(hints) < 1 {
+			return hint{}, errors.New("[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available")
+		}
+		def := bestHint(hints[v1.ResourceMemory])
+		if !def.Preferred && best.Preferred {
+			return hint{}, errors.New("[memorymanager] failed to find the default preferred hint")
+		}
+		best = def
 	}
-	best := bestHint(hints[v1.ResourceMemory])
-	if !satisfies(ms, best.affinity, req) {
+	if !satisfies(ms, best.NUMANodeAffinity, req) {
 		var within []hint
-		for _, h := range hints[v1.ResourceMemory] {
-			if h.affinity&best.affinity == best.affinity {
+		for _, h := range p.calculateHints(ms, uid, req)[v1.ResourceMemory] {
+			if h.NUMANodeAffinity&best.NUMANodeAffinity == best.NUMANodeAffinity {
 				within = append(within, h)
 			}
 		}
 		if len(within) < 1 {
 			return hint{}, errors.New("[memorymanager] failed to find NUMA nodes to extend the current topology hint")
 		}
-		best = bestHint(within)
+		ext := bestHint(within)
+		if !ext.Preferred && best.Preferred {
+			return hint{}, errors.New("[memorymanager] failed to find the extended preferred hint")
+		}
+		best = ext
 	}
-	if best.affinity == 0 {
+	if best.NUMANodeAffinity == 0 {
 		return hint{}, errors.New("[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available")
 	}
-	if violates(ms, best.affinity) {
+	if violates(ms, best.NUMANodeAffinity) {
 		return hint{}, errors.New("[memorymanager] preferred hint violates NUMA node allocation")
 	}
 	return best, nil
@@ -297,7 +376,7 @@ func release(ms state.NUMANodeMap, blocks []state.Block) {
 // allocate gives a container of a pod being admitted its blocks (upstream's
 // static Allocate under the topology manager's none policy). A container
 // already in the state keeps its blocks.
-func (p *static) allocate(s *state.State, pod *v1.Pod, c *v1.Container) (bool, error) {
+func (p *static) allocate(s *state.State, pod *v1.Pod, c *v1.Container, tm hint) (bool, error) {
 	uid := string(pod.UID)
 	req, err := containerRequests(c)
 	if err != nil || len(req) == 0 {
@@ -308,16 +387,16 @@ func (p *static) allocate(s *state.State, pod *v1.Pod, c *v1.Container) (bool, e
 		return true, nil
 	}
 	ms := s.Machine.Clone()
-	best, err := p.affinity(ms, uid, req)
+	best, err := p.affinity(ms, uid, req, tm)
 	if err != nil {
 		return true, err
 	}
-	bits := best.affinity.Bits()
+	bits := best.NUMANodeAffinity.Bits()
 	var blocks []state.Block
 	for _, name := range req.types() {
 		size := req[name]
 		blocks = append(blocks, state.Block{NUMAAffinity: bits, Type: name, Size: size})
-		if reuse := p.reusableOf(uid, best.affinity, name); reuse >= size {
+		if reuse := p.reusableOf(uid, best.NUMANodeAffinity, name); reuse >= size {
 			size = 0
 		} else {
 			size -= reuse
