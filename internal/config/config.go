@@ -27,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/memorymanager"
 	"github.com/nodelet/nodelet/internal/rootdir"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 )
 
 // Options is everything nodelet is started with: the flags that are not part
@@ -389,9 +390,9 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.DurationVar(&c.CPUManagerReconcilePeriod.Duration, "cpu-manager-reconcile-period", c.CPUManagerReconcilePeriod.Duration, "How often the CPU manager writes the shared pool's cpuset to the running containers.")
 	fs.StringVar(&c.MemoryManagerPolicy, "memory-manager-policy", c.MemoryManagerPolicy, "Memory Manager policy to use. Possible values: 'None', 'Static'.")
 	fs.Var(&reservedMemoryFlag{value: &c.ReservedMemory}, "reserved-memory", "A comma separated list of memory reservations for NUMA nodes. (e.g. --reserved-memory 0:memory=1Gi,hugepages-1M=2Gi --reserved-memory 1:memory=2Gi). The total sum for each memory type should be equal to the sum of kube-reserved, system-reserved and eviction-threshold.")
-	fs.StringVar(&c.TopologyManagerPolicy, "topology-manager-policy", c.TopologyManagerPolicy, "Topology manager policy: only none (not implemented yet).")
-	fs.StringVar(&c.TopologyManagerScope, "topology-manager-scope", c.TopologyManagerScope, "Topology manager scope: only container (not implemented yet).")
-	fs.Var(cliflag.NewMapStringString(&c.TopologyManagerPolicyOptions), "topology-manager-policy-options", "Topology manager policy options: refused (not implemented yet).")
+	fs.StringVar(&c.TopologyManagerPolicy, "topology-manager-policy", c.TopologyManagerPolicy, "Topology Manager policy to use. Possible values: 'none', 'best-effort', 'restricted', 'single-numa-node'.")
+	fs.StringVar(&c.TopologyManagerScope, "topology-manager-scope", c.TopologyManagerScope, "Scope to which topology hints applied. Topology Manager collects hints from Hint Providers and applies them to defined scope to ensure the pod admission. Possible values: 'container', 'pod'.")
+	fs.Var(cliflag.NewMapStringString(&c.TopologyManagerPolicyOptions), "topology-manager-policy-options", "A set of key=value Topology Manager policy options to use, to fine tune their behaviour: prefer-closest-numa-nodes, max-allowable-numa-nodes.")
 	fs.StringVar(&c.ReservedSystemCPUs, "reserved-cpus", c.ReservedSystemCPUs, "CPUs reserved for the system (a cpuset), kept out of exclusive allocation; overrides the cpu of kubeReserved and systemReserved.")
 	fs.Var(cliflag.NewMapStringString(&c.QOSReserved), "qos-reserved", "Memory reserved per QoS class: refused (not implemented).")
 	fs.Int32Var(&c.PodsPerCore, "pods-per-core", c.PodsPerCore, "Pods per core: refused away from 0 (not implemented).")
@@ -895,6 +896,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	errs = append(errs, validateShutdown(c)...)
 	errs = append(errs, validateCPUManager(c)...)
 	errs = append(errs, validateMemoryManager(c)...)
+	errs = append(errs, validateTopologyManager(c)...)
 	errs = append(errs, checkUnsupported(c)...)
 	// As upstream's validation, its messages.
 	if on, set := c.FeatureGates["KubeletCrashLoopBackOffMax"]; on || !set {
@@ -1059,6 +1061,23 @@ func validateShutdown(c *kubeletv1beta1.KubeletConfiguration) []error {
 
 // validateCPUManager checks the CPU manager's settings as upstream's
 // validation and manager do, with their messages.
+// validateTopologyManager is upstream's validation of the policy, the
+// scope and the options.
+func validateTopologyManager(c *kubeletv1beta1.KubeletConfiguration) []error {
+	var errs []error
+	policies := []string{topologymanager.PolicyNone, topologymanager.PolicyBestEffort, topologymanager.PolicyRestricted, topologymanager.PolicySingleNumaNode}
+	if c.TopologyManagerPolicy != "" && !slices.Contains(policies, c.TopologyManagerPolicy) {
+		errs = append(errs, fmt.Errorf("invalid configuration: topologyManagerPolicy (--topology-manager-policy) %q must be one of: %q", c.TopologyManagerPolicy, policies))
+	}
+	if s := c.TopologyManagerScope; s != "" && s != topologymanager.ScopeContainer && s != topologymanager.ScopePod {
+		errs = append(errs, fmt.Errorf("invalid configuration: topologyManagerScope (--topology-manager-scope) %q must be one of: %q, or %q", s, topologymanager.ScopeContainer, topologymanager.ScopePod))
+	}
+	if _, err := topologymanager.NewPolicyOptions(c.TopologyManagerPolicyOptions); err != nil {
+		errs = append(errs, fmt.Errorf("invalid configuration: topologyManagerPolicyOptions (--topology-manager-policy-options): %w", err))
+	}
+	return errs
+}
+
 // validateMemoryManager is upstream's validation of reservedMemory
 // (supported types, no zero, no duplicate) and of the policy's name; the
 // reservation's sums are checked against the machine when the manager

@@ -548,7 +548,8 @@ func TestUpstreamFieldFlags(t *testing.T) {
 	}
 	for flag, field := range map[string]string{
 		"--cpu-manager-policy=dynamic":             "cpuManagerPolicy",
-		"--topology-manager-policy=restricted":     "topologyManagerPolicy",
+		"--topology-manager-policy=strict":         "topologyManagerPolicy",
+		"--qos-reserved=memory=50%":                "qosReserved",
 		"--reserved-cpus=zero":                     "reservedSystemCPUs",
 		"--registry-qps=3":                         "registryPullQPS",
 		"--manifest-url=http://127.0.0.1/p":        "staticPodURL",
@@ -582,6 +583,28 @@ func TestMemoryManagerValidation(t *testing.T) {
 		"--reserved-memory=0":                         "the reserved memory has incorrect format",
 		"--reserved-memory=0:memory=0":                `reserved memory may not be zero for NUMA node 0 and resource "memory"`,
 		"--reserved-memory=0:memory=1Gi;0:memory=1Gi": `the reserved memory has a duplicate value for NUMA node 0 and resource "memory"`,
+	} {
+		if _, err := Parse(context.Background(), append([]string{"--hostname-override", "n"}, strings.Fields(args)...)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+}
+
+// TestTopologyManagerValidation: upstream's names and options.
+func TestTopologyManagerValidation(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--topology-manager-policy", "single-numa-node",
+		"--topology-manager-scope", "pod", "--topology-manager-policy-options", "prefer-closest-numa-nodes=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := o.Config; c.TopologyManagerPolicy != "single-numa-node" || c.TopologyManagerScope != "pod" || c.TopologyManagerPolicyOptions["prefer-closest-numa-nodes"] != "true" {
+		t.Errorf("flags: %+v", c)
+	}
+	for args, want := range map[string]string{
+		"--topology-manager-policy=strict":                                  `topologyManagerPolicy (--topology-manager-policy) "strict" must be one of`,
+		"--topology-manager-scope=node":                                     `topologyManagerScope (--topology-manager-scope) "node" must be one of: "container", or "pod"`,
+		"--topology-manager-policy-options=max-allowable-numa-nodes=4":      `the minimum value of "max-allowable-numa-nodes" should not be less than 8`,
+		"--topology-manager-policy-options=prefer-furthest-numa-nodes=true": `unknown Topology Manager Policy option: "prefer-furthest-numa-nodes"`,
 	} {
 		if _, err := Parse(context.Background(), append([]string{"--hostname-override", "n"}, strings.Fields(args)...)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", args, err, want)

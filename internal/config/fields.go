@@ -69,7 +69,6 @@ type FieldStatus struct {
 
 const (
 	whyStaticPodURL = "static pods from a URL are not implemented"
-	whyTopology     = "the topology manager is not implemented yet"
 	whyPullRate     = "image pulls are not rate-limited"
 	whyMemoryQoS    = "MemoryQoS is not implemented: containers get memory.high=max and no memory.min or memory.low"
 )
@@ -192,11 +191,12 @@ var fieldStatuses = []FieldStatus{
 		Test: "internal/cpumanager TestStaticPolicy; e2e TestClusterCPUManagerStatic"},
 	{Path: "memoryManagerPolicy", Status: Honoured, Note: "None or Static: a Guaranteed pod's memory and huge pages pinned to the fewest NUMA nodes that hold them (cpuset.mems), memory_manager_state as upstream's.",
 		Test: "internal/memorymanager TestAdmitPinsToTheFewestNodes; e2e TestClusterMemoryManagerStatic"},
-	{Path: "topologyManagerPolicy", Status: Refused, Why: whyTopology, Accept: []string{`"none"`},
-		Note: "No topology manager (the none policy).", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "topologyManagerScope", Status: Refused, Why: whyTopology, Accept: []string{`"container"`},
-		Note: "No topology manager; upstream's default scope container is accepted.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "topologyManagerPolicyOptions", Status: Refused, Why: whyTopology, Note: "No topology manager.", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "topologyManagerPolicy", Status: Honoured, Note: "none, best-effort, restricted or single-numa-node: the CPU manager's, device plugins' and memory manager's NUMA hints merged as upstream, TopologyAffinityError when the policy cannot align a pod.",
+		Test: "internal/topologymanager (upstream's merge cases); internal/memorymanager TestUnderTopologyPolicies; e2e TestClusterTopologyManager"},
+	{Path: "topologyManagerScope", Status: Honoured, Note: "container (a hint per container) or pod (one for the pod).",
+		Test: "internal/topologymanager TestScopes; e2e TestClusterTopologyManager"},
+	{Path: "topologyManagerPolicyOptions", Status: Honoured, Note: "prefer-closest-numa-nodes (the NUMA distances of sysfs) and max-allowable-numa-nodes, upstream's validation.",
+		Test: "internal/topologymanager TestPolicyBestEffortMergeClosestNUMA, TestNew; TestTopologyManagerValidation"},
 	{Path: "qosReserved", Status: Refused, Why: "QoS-level memory reservation, alpha upstream, is not implemented",
 		Note: "Alpha upstream, not implemented.", Test: "TestUnsupportedFieldsRefused"},
 	{Path: "runtimeRequestTimeout", Status: Honoured, Note: "Timeout of runtime calls but pull, logs, exec and attach. No test sets it."},

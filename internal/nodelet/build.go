@@ -46,6 +46,7 @@ import (
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/syncloop"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 	"github.com/nodelet/nodelet/internal/tracing"
 	"github.com/nodelet/nodelet/internal/userns"
 	"github.com/nodelet/nodelet/internal/version"
@@ -212,8 +213,12 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Resources:            n.cgroups.ResourceOptions(), PodCgroups: n.cgroups, NodeAllocatable: n.allocatable,
 		PodResizer: n.cgroups,
 	}
+	numa, err := topologymanager.ReadNUMAInfo("/")
+	if err != nil {
+		return err
+	}
 	if n.devices, err = devicemanager.New(devicemanager.Config{
-		Dir: n.root.DevicePlugins(), SourcesReady: n.sourcesReady.IsReady, OnChange: n.refreshNode,
+		Dir: n.root.DevicePlugins(), SourcesReady: n.sourcesReady.IsReady, OnChange: n.refreshNode, NUMANodes: numa.Nodes,
 		ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() }, Registerer: n.registerer, Clock: n.clock,
 	}); err != nil {
 		return err
@@ -227,6 +232,13 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		return err
 	}
 	rtCfg.Mems = n.mems
+	// The resource managers as the topology manager's hint providers, in
+	// upstream's order.
+	if n.topology, err = topologymanager.New(topologymanager.Config{Policy: cfg.TopologyManagerPolicy, Scope: cfg.TopologyManagerScope,
+		Options: cfg.TopologyManagerPolicyOptions, NUMA: numa, Providers: []topologymanager.Provider{n.devices, n.cpus, n.mems},
+		Registerer: n.registerer, Clock: n.clock}); err != nil {
+		return fmt.Errorf("topology manager (topologyManagerPolicy %q): %w", cfg.TopologyManagerPolicy, err)
+	}
 	if n.client != nil {
 		// What containers' environments refer to in cluster mode:
 		// ConfigMaps and Secrets, Services and RuntimeClasses.
@@ -342,9 +354,9 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 }
 
 // admissionChain is upstream's order of admission handlers (NewMainKubelet):
-// eviction, sysctls, resource allocation (CPUs, devices, then memory, as
-// the topology manager's providers), the node's predicates (with the
-// critical pods' preemption), shutdown. A refused pod's CPUs, devices and
+// eviction, sysctls, resource allocation (the topology manager over its
+// providers: devices, CPUs, memory), the node's predicates (with the
+// critical pods' preemption), shutdown. A refused pod's devices, CPUs and
 // memory are released.
 func (n *Nodelet) admissionChain() *admission.Chain {
 	handlers := []admission.Named{
@@ -352,9 +364,7 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 		{Name: "declared-features", Handler: n.declared},
 		{Name: "sysctls", Handler: n.sysctls},
 		{Name: "pod-level-resources", Handler: admission.PodLevelResourcesGate{On: config.GateOn(&n.opts.Config, "PodLevelResources")}},
-		{Name: "cpu-manager", Handler: n.cpus},
-		{Name: "devices", Handler: n.devices},
-		{Name: "memory-manager", Handler: n.mems},
+		{Name: "topology-manager", Handler: n.topology},
 		// The device plugins' allocatable as it is now: the Node's status
 		// may not carry it yet.
 		// A critical pod short of resources preempts others.
@@ -368,6 +378,7 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 		n.cpus.Release(context.Background(), string(p.UID))
 		n.devices.Release(p.UID)
 		n.mems.Release(context.Background(), string(p.UID))
+		n.topology.Release(string(p.UID))
 	})
 	return c
 }

@@ -51,6 +51,7 @@ import (
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/status"
 	"github.com/nodelet/nodelet/internal/syncloop"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 	"github.com/nodelet/nodelet/internal/tracing"
 	"github.com/nodelet/nodelet/internal/userns"
 	"github.com/nodelet/nodelet/internal/volumes"
@@ -145,6 +146,7 @@ type Nodelet struct {
 	devices     *devicemanager.Manager
 	cpus        *cpumanager.Manager
 	mems        *memorymanager.Manager
+	topology    *topologymanager.Manager
 	sysctls     *admission.Sysctls
 	declared    *admission.DeclaredFeatures
 	podCerts    *podcertificate.Manager
