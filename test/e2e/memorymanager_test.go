@@ -48,16 +48,25 @@ func specMems(t *testing.T, c *framework.Cluster, id string) string {
 }
 
 // TestClusterMemoryManagerStatic: memoryManagerPolicy Static on the
-// cluster (this host has one NUMA node). With reservedMemory equal to
-// kubeReserved + the hard eviction threshold, a Guaranteed pod's
-// container is created pinned to NUMA node 0 (cpuset.mems in its OCI
-// spec), a Burstable pod's is not; the pod-resources API reports the
-// block and the node's allocatable memory; a Guaranteed pod asking more
+// cluster (this host has one NUMA node; four 2Mi huge pages are reserved
+// for the test). With reservedMemory equal to kubeReserved + the hard
+// eviction threshold, a Guaranteed pod's container is created pinned to
+// NUMA node 0 (cpuset.mems in its OCI spec) with its huge pages in a
+// HugePages emptyDir (hugetlbfs), a Burstable pod's is not pinned; the
+// pod-resources API reports the blocks and the node's allocatable memory
+// and huge pages; a Guaranteed pod asking more
 // than the node has is refused with upstream's words; a restart of
 // nodelet keeps the assignment (memory_manager_state, upstream's format);
 // the deleted pod's memory is given back; a reservedMemory that does not
 // add up refuses to start, naming the sums as upstream.
 func TestClusterMemoryManagerStatic(t *testing.T) {
+	// Four 2Mi huge pages on the machine, before nodelet reads it.
+	const nrHugepages = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+	before := readTrimmed(t, nrHugepages)
+	if err := os.WriteFile(nrHugepages, []byte("4"), 0o644); err != nil || readTrimmed(t, nrHugepages) != "4" {
+		t.Fatalf("reserving four 2Mi huge pages: %v (have %s)", err, readTrimmed(t, nrHugepages))
+	}
+	t.Cleanup(func() { _ = os.WriteFile(nrHugepages, []byte(before), 0o644) })
 	name := "e2e-memorymanager"
 	c, n := clusterNode(t, name, "memoryManagerPolicy: Static\nkubeReserved: {memory: 412Mi}\nreservedMemory: [{numaNode: 0, limits: {memory: 512Mi}}]\n")
 	ns := c.Namespace(t, "memorymanager")
@@ -67,6 +76,12 @@ func TestClusterMemoryManagerStatic(t *testing.T) {
 		t.Helper()
 		p := busyboxPod(podName, name, loop)
 		r := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse(memory)}
+		if podName == "pinned" {
+			// Huge pages too, mounted as upstream's memory manager test does.
+			r["hugepages-2Mi"] = resource.MustParse("2Mi")
+			p.Spec.Volumes = []v1.Volume{{Name: "hugepages", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumHugePages}}}}
+			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "hugepages", MountPath: "/hugepages"}}
+		}
 		if guaranteed {
 			p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: r, Limits: r}
 		} else {
@@ -91,6 +106,9 @@ func TestClusterMemoryManagerStatic(t *testing.T) {
 	if got := specMems(t, c, free); got != "" {
 		t.Errorf("burstable pod's cpuset.mems %q, want none", got)
 	}
+	if out, err := c.KubectlOut(t, 30*time.Second, "exec", "-n", ns, "pinned", "--", "grep", " /hugepages ", "/proc/mounts"); err != nil || !strings.Contains(out, "hugetlbfs") || !strings.Contains(out, "pagesize=2M") {
+		t.Errorf("the HugePages emptyDir in the container: %q %v", out, err)
+	}
 
 	// More than the node has: refused before the node's predicates.
 	create("huge", "512Gi", true)
@@ -108,20 +126,28 @@ func TestClusterMemoryManagerStatic(t *testing.T) {
 	defer conn.Close()
 	cl := podresourcesv1.NewPodResourcesListerClient(conn)
 	got, err := cl.Get(ctx, &podresourcesv1.GetPodResourcesRequest{PodNamespace: ns, PodName: "pinned"})
-	if err != nil || len(got.PodResources.Containers) != 1 || len(got.PodResources.Containers[0].Memory) != 1 {
+	if err != nil || len(got.PodResources.Containers) != 1 || len(got.PodResources.Containers[0].Memory) != 2 {
 		t.Fatalf("pod-resources Get: %v %v", got, err)
 	}
-	if m := got.PodResources.Containers[0].Memory[0]; m.MemoryType != "memory" || m.Size != 64<<20 || len(m.Topology.Nodes) != 1 || m.Topology.Nodes[0].ID != 0 {
-		t.Errorf("pod-resources memory %v", m)
-	}
-	alloc, err := cl.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
-	var allocMem uint64
-	for _, m := range alloc.GetMemory() {
-		if m.MemoryType == "memory" {
-			allocMem = m.Size
+	for i, want := range []struct {
+		typ  string
+		size uint64
+	}{{"hugepages-2Mi", 2 << 20}, {"memory", 64 << 20}} {
+		if m := got.PodResources.Containers[0].Memory[i]; m.MemoryType != want.typ || m.Size != want.size || len(m.Topology.Nodes) != 1 || m.Topology.Nodes[0].ID != 0 {
+			t.Errorf("pod-resources memory %v, want %s %d on node 0", m, want.typ, want.size)
 		}
 	}
-	if err != nil || allocMem == 0 || allocMem%(1<<10) != 0 {
+	alloc, err := cl.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
+	var allocMem, allocHuge uint64
+	for _, m := range alloc.GetMemory() {
+		switch m.MemoryType {
+		case "memory":
+			allocMem = m.Size
+		case "hugepages-2Mi":
+			allocHuge = m.Size
+		}
+	}
+	if err != nil || allocMem == 0 || allocMem%(1<<10) != 0 || allocHuge != 8<<20 {
 		t.Errorf("pod-resources GetAllocatableResources memory: %v %v", alloc, err)
 	}
 	t.Logf("allocatable memory on NUMA node 0: %d MiB", allocMem>>20)

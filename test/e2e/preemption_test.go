@@ -101,7 +101,7 @@ func TestCriticalPodPreemption(t *testing.T) {
 	})
 	p := waitPod(t, c, "kube-system", huge.Name, 30*time.Second, "refused", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 	if p.Status.Reason != "UnexpectedAdmissionError" ||
-		!strings.HasPrefix(p.Status.Message, "Unexpected error while attempting to recover from admission failure: preemption: error finding a set of pods to preempt: no set of running pods found to reclaim resources: [(res: cpu, q: ") {
+		!strings.HasPrefix(p.Status.Message, "Pod was rejected: Unexpected error while attempting to recover from admission failure: preemption: error finding a set of pods to preempt: no set of running pods found to reclaim resources: [(res: cpu, q: ") {
 		t.Errorf("huge critical pod: %s %q", p.Status.Reason, p.Status.Message)
 	}
 	if p := c.Pod(t, ns, "best-effort"); p.Status.Phase != v1.PodRunning {

@@ -56,10 +56,11 @@ func hasEvent(events []string, prefix string) bool {
 	return false
 }
 
-// rejectedEvicted: the pod was refused by the node's pressure admission.
+// rejectedEvicted: the pod was refused by the node's pressure admission
+// with msg (the status says "Pod was rejected: " first, as upstream's).
 func rejectedEvicted(msg string) func(*v1.Pod) bool {
 	return func(p *v1.Pod) bool {
-		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted" && p.Status.Message == msg
+		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted" && p.Status.Message == "Pod was rejected: "+msg
 	}
 }
 
