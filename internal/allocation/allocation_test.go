@@ -286,18 +286,20 @@ func TestObserveSyncError(t *testing.T) {
 	}
 }
 
+// guaranteed is a Guaranteed pod of one container.
+func guaranteed(name, cpu, mem string) *v1.Pod {
+	p := pod(name, cpu)
+	r := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}
+	p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
+	return p
+}
+
 // TestGuaranteedCPUResizeWithStaticCPUManager: under the static CPU
 // manager policy a Guaranteed pod's CPU resize is Infeasible with
 // upstream's message; its memory and a Burstable pod's CPU still resize.
 func TestGuaranteedCPUResizeWithStaticCPUManager(t *testing.T) {
 	f := newFixture(t, "", 4000)
 	f.m.cfg.CPUManagerStatic = true
-	guaranteed := func(name, cpu, mem string) *v1.Pod {
-		p := pod(name, cpu)
-		r := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}
-		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
-		return p
-	}
 	f.add(t, guaranteed("g", "1", "64Mi"))
 	f.update(guaranteed("g", "2", "64Mi"))
 	if got := conds(f.m, "g"); got != "PodResizePending/Infeasible" {
@@ -324,12 +326,6 @@ func TestGuaranteedCPUResizeWithStaticCPUManager(t *testing.T) {
 func TestGuaranteedMemoryResizeWithStaticMemoryManager(t *testing.T) {
 	f := newFixture(t, "", 4000)
 	f.m.cfg.MemoryManagerStatic = true
-	guaranteed := func(name, cpu, mem string) *v1.Pod {
-		p := pod(name, cpu)
-		r := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}
-		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
-		return p
-	}
 	f.add(t, guaranteed("g", "1", "64Mi"))
 	f.update(guaranteed("g", "1", "128Mi"))
 	if got := conds(f.m, "g"); got != "PodResizePending/Infeasible" {

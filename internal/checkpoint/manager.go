@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/internal/apiclient"
+	"github.com/nodelet/nodelet/internal/fsutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -307,7 +308,7 @@ func (m *Manager) saveNode(logger klog.Logger) {
 	c.Status.Images = nil // large, and not what admission needs
 	b, err := encode(c)
 	if err == nil {
-		err = writeAtomic(m.cfg.Dir, m.nodePath(), b)
+		err = fsutil.WriteFileAtomic(m.nodePath(), b, 0o600)
 	}
 	if err != nil {
 		m.saveErrors.Add(1)

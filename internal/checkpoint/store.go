@@ -17,6 +17,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // formatVersion is the entries' format; an entry of another version is
@@ -198,42 +200,11 @@ func (s *Store) Save(e *Entry) error {
 	if total > s.cfg.MaxTotalBytes {
 		return fmt.Errorf("checkpoint of pod %s/%s: the store would take %d bytes, over its %d", e.Pod.Namespace, e.Pod.Name, total, s.cfg.MaxTotalBytes)
 	}
-	if err := writeAtomic(s.cfg.Dir, s.path(uid), b); err != nil {
+	if err := fsutil.WriteFileAtomic(s.path(uid), b, 0o600); err != nil {
 		return err
 	}
 	s.sizes[uid] = size
 	return nil
-}
-
-// writeAtomic writes b to path through a temporary file in dir, synced
-// before and after the rename.
-func writeAtomic(dir, path string, b []byte) error {
-	f, err := os.CreateTemp(dir, ".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Load reads every entry, sorted by pod UID; the entries that cannot be

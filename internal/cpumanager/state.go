@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/dump"
 
 	"github.com/nodelet/nodelet/internal/checksum"
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // StateFile is the checkpoint's name in the root directory, as upstream.
@@ -196,9 +196,5 @@ func (s *state) store(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, out, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fsutil.WriteFileAtomic(path, out, 0o600)
 }

@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // CheckpointFile is the checkpoint's name in the device plugins folder
@@ -67,11 +69,7 @@ func writeCheckpoint(path string, a allocations, registered map[string][]string)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fsutil.WriteFileAtomic(path, b, 0o600)
 }
 
 // readCheckpoint reads what writeCheckpoint wrote; no file is no state.

@@ -318,16 +318,7 @@ func (m *Manager) removeStale(ctx context.Context, active []*v1.Pod) {
 	if !m.cfg.SourcesReady() {
 		return
 	}
-	live := map[string]map[string]bool{}
-	for _, p := range active {
-		names := map[string]bool{}
-		for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-			for i := range cs {
-				names[cs[i].Name] = true
-			}
-		}
-		live[string(p.UID)] = names
-	}
+	live := podspec.ContainerNames(active)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Clock.Now()

@@ -109,3 +109,19 @@ func ResolveRecursiveReadOnly(vm v1.VolumeMount, runtimeSupportsRRO bool) (bool,
 		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
 	}
 }
+
+// ContainerNames are the names of each pod's init and app containers, by
+// pod UID (the containers the resource managers may hold resources for).
+func ContainerNames(pods []*v1.Pod) map[string]map[string]bool {
+	out := make(map[string]map[string]bool, len(pods))
+	for _, p := range pods {
+		names := map[string]bool{}
+		for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range cs {
+				names[cs[i].Name] = true
+			}
+		}
+		out[string(p.UID)] = names
+	}
+	return out
+}

@@ -49,3 +49,12 @@ func withPodLevel(p *v1.Pod, req, lim v1.ResourceList) *v1.Pod {
 	p.Spec.Resources = &v1.ResourceRequirements{Requests: req, Limits: lim}
 	return p
 }
+
+func TestContainerNames(t *testing.T) {
+	p := &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i"}}, Containers: []v1.Container{{Name: "a"}, {Name: "b"}}}}
+	p.UID = "u"
+	got := ContainerNames([]*v1.Pod{p})
+	if len(got) != 1 || len(got["u"]) != 3 || !got["u"]["i"] || !got["u"]["b"] {
+		t.Errorf("ContainerNames = %v", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/internal/checksum"
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // The checkpoint files' names in the root directory, as upstream.
@@ -140,11 +141,7 @@ func (s *State) store() error {
 	if err != nil {
 		return err
 	}
-	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, out, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, s.path)
+	return fsutil.WriteFileAtomic(s.path, out, 0o600)
 }
 
 // Pod returns a copy of the pod's record.

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"k8s.io/utils/dump"
 
 	"github.com/nodelet/nodelet/internal/checksum"
+	"github.com/nodelet/nodelet/internal/fsutil"
 )
 
 // FileName is the checkpoint's name in the root directory, as upstream.
@@ -143,9 +143,5 @@ func (s *State) Store(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, out, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fsutil.WriteFileAtomic(path, out, 0o600)
 }
