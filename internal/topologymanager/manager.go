@@ -32,7 +32,9 @@ const ErrorTopologyAffinity = "TopologyAffinityError"
 // cannot be aligned as the policy asks.
 type TopologyAffinityError struct{}
 
-func (TopologyAffinityError) Error() string { return "Resources cannot be allocated with Topology locality" }
+func (TopologyAffinityError) Error() string {
+	return "Resources cannot be allocated with Topology locality"
+}
 
 // Type is the admission reason.
 func (TopologyAffinityError) Type() string { return ErrorTopologyAffinity }
@@ -81,7 +83,6 @@ type Manager struct {
 	mu    sync.Mutex
 	hints map[string]map[string]TopologyHint
 }
-
 
 // New validates the policy, scope and options as upstream does.
 func New(cfg Config) (*Manager, error) {
