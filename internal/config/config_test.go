@@ -590,6 +590,25 @@ func TestMemoryManagerValidation(t *testing.T) {
 	}
 }
 
+// TestCPUManagerPolicyOptionsFlag: upstream's --cpu-manager-policy-options
+// does not split on commas (NoSplit): a value with one is one option's
+// value (refused as not a boolean), options come one flag each.
+func TestCPUManagerPolicyOptionsFlag(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--cpu-manager-policy", "static", "--reserved-cpus", "0",
+		"--cpu-manager-policy-options", "full-pcpus-only=true", "--cpu-manager-policy-options", "strict-cpu-reservation=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.Config.CPUManagerPolicyOptions; len(got) != 2 || got["full-pcpus-only"] != "true" || got["strict-cpu-reservation"] != "true" {
+		t.Errorf("two flags: %v", got)
+	}
+	_, err = Parse(context.Background(), []string{"--hostname-override", "n", "--cpu-manager-policy", "static", "--reserved-cpus", "0",
+		"--cpu-manager-policy-options", "full-pcpus-only=true,strict-cpu-reservation=true"})
+	if err == nil || !strings.Contains(err.Error(), `bad value for option "full-pcpus-only"`) {
+		t.Errorf("a comma in the value: %v", err)
+	}
+}
+
 // TestTopologyManagerValidation: upstream's names and options.
 func TestTopologyManagerValidation(t *testing.T) {
 	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--topology-manager-policy", "single-numa-node",

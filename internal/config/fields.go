@@ -185,8 +185,8 @@ var fieldStatuses = []FieldStatus{
 		Test: "internal/cpumanager TestStaticPolicy; e2e TestClusterCPUManagerStatic"},
 	{Path: "singleProcessOOMKill", Status: Refused, Why: "nodelet always sets memory.oom.group=1 on cgroup v2", Accept: []string{`false`},
 		Note: "false (upstream's default on cgroup v2) is what nodelet does.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "cpuManagerPolicyOptions", Status: Honoured, Note: "full-pcpus-only and strict-cpu-reservation; the other options (distribute-cpus-across-numa, align-by-socket, distribute-cpus-across-cores, prefer-align-cpus-by-uncorecache) refuse to start when true.",
-		Test: "internal/cpumanager TestFullPCPUsOnlyAndOptions, TestStrictReservationAndNone; TestUnsupportedFieldsRefused (validation)"},
+	{Path: "cpuManagerPolicyOptions", Status: Honoured, Note: "All of upstream's: full-pcpus-only, strict-cpu-reservation, prefer-align-cpus-by-uncorecache, distribute-cpus-across-numa (beta gate), align-by-socket and distribute-cpus-across-cores (alpha gate); upstream's assignment algorithms and its exclusions between options (align-by-socket refuses topologyManagerPolicy single-numa-node or more sockets than NUMA nodes).",
+		Test: "internal/cpumanager (upstream's cpu_assignment tables), TestDistributeCPUsAcrossNUMA, TestAlignBySocketHints, TestPreferAlignByUncoreCache, TestPolicyOptionsCompatibility; TestUnsupportedFieldsRefused (validation)"},
 	{Path: "cpuManagerReconcilePeriod", Status: Honoured, Note: "How often the shared pool's cpuset is written to the running containers.",
 		Test: "internal/cpumanager TestStaticPolicy; e2e TestClusterCPUManagerStatic"},
 	{Path: "memoryManagerPolicy", Status: Honoured, Note: "None or Static: a Guaranteed pod's memory and huge pages pinned to the fewest NUMA nodes that hold them (cpuset.mems), memory_manager_state as upstream's.",
@@ -363,8 +363,7 @@ var fieldStatuses = []FieldStatus{
 // nodeletGates are the feature gates nodelet acts on, both ways.
 var nodeletGates = map[string]bool{
 	// The CPU manager's options: alpha and beta ones need their gate, as
-	// upstream (cpumanager.ParseOptions); nodelet implements only stable
-	// ones, so off changes nothing else.
+	// upstream (cpumanager.ParseOptions).
 	"CPUManagerPolicyAlphaOptions": true,
 	"CPUManagerPolicyBetaOptions":  true,
 	// Off: cpuCFSQuotaPeriod must be 100ms (Validate, upstream's message).

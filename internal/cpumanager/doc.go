@@ -12,7 +12,10 @@
 // cpuset when it is created, and, in its reconcile loop, writes the shared
 // pool's current cpuset to the running containers that do not have it
 // (CRI UpdateContainerResources). The CPUs of pods that are no longer
-// active return to the shared pool. The policy's decisions (topology
-// discovery, the packed take-by-topology, validation of the checkpoint
-// against the machine) are pure functions.
+// active return to the shared pool. The policy's decisions are pure
+// functions: topology discovery (sockets, NUMA nodes, cores, uncore
+// caches), upstream's CPU assignment algorithms for every static policy
+// option (assign.go: packed or spread across cores, distributed across
+// NUMA nodes, aligned by socket or by uncore cache), validation of the
+// options and of the checkpoint against the machine.
 package cpumanager

@@ -34,7 +34,7 @@ func TestTopologyHints(t *testing.T) {
 		{name: "twelve: more than free", cpu: "12", want: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, topoDualSocketHT(), "", nil, "1")
+			e := newEnv(t, topoDualSocketHT, "", nil, "1")
 			p := pod("g", nil, ctr("a", tc.cpu, "64Mi", true))
 			got := e.m.TopologyHints(context.Background(), p, &p.Spec.Containers[0])
 			if hs, ok := got[string(v1.ResourceCPU)]; !ok || hintsString(hs) != tc.want {
@@ -42,7 +42,7 @@ func TestTopologyHints(t *testing.T) {
 			}
 		})
 	}
-	e := newEnv(t, topoDualSocketHT(), "", nil, "1")
+	e := newEnv(t, topoDualSocketHT, "", nil, "1")
 	burstable := pod("b", nil, ctr("a", "1", "64Mi", false))
 	if got := e.m.TopologyHints(context.Background(), burstable, &burstable.Spec.Containers[0]); got != nil {
 		t.Errorf("a Burstable container has hints: %v", got)
@@ -58,7 +58,7 @@ func TestTopologyHints(t *testing.T) {
 // TestAllocateWithAffinity: the CPUs come from the affinity's NUMA node;
 // the app container reuses the init container's there.
 func TestAllocateWithAffinity(t *testing.T) {
-	e := newEnv(t, topoDualSocketHT(), "", nil, "1")
+	e := newEnv(t, topoDualSocketHT, "", nil, "1")
 	one, _ := bitmask.New(1)
 	p := pod("g", []v1.Container{ctr("init", "2", "64Mi", true)}, ctr("a", "2", "64Mi", true))
 	for _, c := range []*v1.Container{&p.Spec.InitContainers[0], &p.Spec.Containers[0]} {

@@ -60,8 +60,15 @@ type Config struct {
 	SourcesReady func() bool
 	// Runtime is CRI. Required with the static policy.
 	Runtime Runtime
+	// TopologyPolicy is topologyManagerPolicy (align-by-socket refuses
+	// single-numa-node).
+	TopologyPolicy string
 	// Registerer takes upstream's cpu_manager_* metrics (none when nil).
 	Registerer prometheus.Registerer
+	// Alignment are the aligned compute resources counters the topology
+	// manager shares (physical_cpu and uncore_cache are the CPU
+	// manager's); private ones when nil.
+	Alignment *topologymanager.AlignmentMetrics
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -114,8 +121,14 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Alignment == nil {
+		cfg.Alignment = topologymanager.NewAlignmentMetrics(nil)
+	}
 	opts, err := ParseOptions(cfg.Policy, cfg.Options, cfg.AlphaOptions, cfg.BetaOptions)
 	if err != nil {
+		return nil, err
+	}
+	if err := opts.ValidateWithTopology(cfg.Topology, cfg.TopologyPolicy); err != nil {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, opts: opts, reserved: cpuset.New(), applied: map[string]map[string]cpuset.CPUSet{}, admitted: map[string]time.Time{}, reuse: map[string]cpuset.CPUSet{}}
@@ -132,7 +145,7 @@ func New(cfg Config) (*Manager, error) {
 		if cfg.Runtime == nil {
 			return nil, errors.New("cpumanager: Config.Runtime is required with the static policy")
 		}
-		if m.reserved, err = ReservedCPUs(cfg.Topology, explicit, cfg.Reserved); err != nil {
+		if m.reserved, err = ReservedCPUs(cfg.Topology, opts, explicit, cfg.Reserved); err != nil {
 			return nil, err
 		}
 	default:
@@ -150,6 +163,10 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("cpu manager checkpoint: %w", err)
 	}
 	m.metrics = newMetrics(cfg.Registerer)
+	if cfg.Policy == PolicyStatic {
+		cfg.Alignment.Init(topologymanager.ScopeContainer, topologymanager.BoundaryPhysicalCPU, true)
+		cfg.Alignment.Init(topologymanager.ScopeContainer, topologymanager.BoundaryUncoreCache, false)
+	}
 	m.updateMetrics()
 	return m, nil
 }
@@ -274,28 +291,22 @@ func (m *Manager) available() cpuset.CPUSet {
 // machine is preferred.
 func (m *Manager) hints(available, reusable cpuset.CPUSet, request int) []topologymanager.TopologyHint {
 	t := m.cfg.Topology
-	nodes := t.NUMANodesOf(t.All())
+	nodes := t.CPUDetails.NUMANodes().List()
 	minSize := len(nodes)
 	out := []topologymanager.TopologyHint{}
 	bitmask.Iterate(nodes, func(mask bitmask.Mask) {
-		inMask := 0
-		for _, c := range t.CPUs {
-			if mask.IsSet(c.NUMA) {
-				inMask++
-			}
-		}
-		if inMask >= request && mask.Count() < minSize {
+		if t.CPUDetails.CPUsInNUMANodes(mask.Bits()...).Size() >= request && mask.Count() < minSize {
 			minSize = mask.Count()
 		}
 		matching := 0
 		for _, id := range reusable.List() {
-			if !mask.IsSet(t.CPUs[id].NUMA) {
+			if !mask.IsSet(t.CPUDetails[id].NUMANodeID) {
 				return
 			}
 			matching++
 		}
 		for _, id := range available.List() {
-			if mask.IsSet(t.CPUs[id].NUMA) {
+			if mask.IsSet(t.CPUDetails[id].NUMANodeID) {
 				matching++
 			}
 		}
@@ -304,9 +315,22 @@ func (m *Manager) hints(available, reusable cpuset.CPUSet, request int) []topolo
 		}
 	})
 	for i := range out {
-		out[i].Preferred = out[i].NUMANodeAffinity.Count() == minSize
+		out[i].Preferred = out[i].NUMANodeAffinity.Count() == minSize ||
+			m.opts.AlignBySocket && m.isHintSocketAligned(out[i], minSize)
 	}
 	return out
+}
+
+// isHintSocketAligned is upstream's: the hint's NUMA nodes span as few
+// sockets as the smallest set that could hold the request.
+func (m *Manager) isHintSocketAligned(h topologymanager.TopologyHint, minAffinitySize int) bool {
+	t := m.cfg.Topology
+	perSocket := t.NumNUMANodes / t.NumSockets
+	if perSocket == 0 {
+		return false
+	}
+	minSockets := (minAffinitySize + perSocket - 1) / perSocket
+	return t.CPUDetails.SocketsInNUMANodes(h.NUMANodeAffinity.Bits()...).Size() == minSockets
 }
 
 // Allocate gives a container of a pod being admitted its exclusive CPUs
@@ -332,10 +356,19 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, c *v1.Container, af
 	set, ok := m.state.assignments[uid][c.Name]
 	if !ok {
 		var err error
-		if set, err = m.take(n, m.reuse[uid], affinity.NUMANodeAffinity); err != nil {
+		if set, err = m.take(logger, n, m.reuse[uid], affinity.NUMANodeAffinity); err != nil {
 			m.metrics.pinningErrors.Inc()
+			if m.opts.FullPhysicalCPUsOnly {
+				m.cfg.Alignment.Failed(topologymanager.ScopeContainer, topologymanager.BoundaryPhysicalCPU)
+			}
 			logger.Error(err, "Unable to allocate exclusive CPUs", "pod", klog.KObj(pod), "container", c.Name, "numCPUs", n)
 			return err
+		}
+		if m.opts.FullPhysicalCPUsOnly {
+			m.cfg.Alignment.Aligned(topologymanager.ScopeContainer, topologymanager.BoundaryPhysicalCPU)
+		}
+		if m.cfg.Topology.UncoreAligned(set) {
+			m.cfg.Alignment.Aligned(topologymanager.ScopeContainer, topologymanager.BoundaryUncoreCache)
 		}
 		m.state.set(uid, c.Name, set)
 		m.state.defaultSet = m.state.defaultSet.Difference(set)
@@ -373,10 +406,11 @@ func (m *Manager) updateReuse(pod *v1.Pod, c *v1.Container, set cpuset.CPUSet) {
 
 // take picks n exclusive CPUs from the free ones (the shared pool less
 // the reserved) and reusable (the pod's init containers' CPUs), those on
-// the NUMA nodes of affinity first (upstream's allocateCPUs).
-func (m *Manager) take(n int, reusable cpuset.CPUSet, affinity bitmask.Mask) (cpuset.CPUSet, error) {
+// the NUMA nodes of affinity (their sockets with align-by-socket) first
+// (upstream's allocateCPUs), as the options take them.
+func (m *Manager) take(logger klog.Logger, n int, reusable cpuset.CPUSet, affinity bitmask.Mask) (cpuset.CPUSet, error) {
 	t := m.cfg.Topology
-	if m.opts.FullPCPUsOnly {
+	if m.opts.FullPhysicalCPUsOnly {
 		perCore := t.CPUsPerCore()
 		if n%perCore != 0 {
 			return cpuset.New(), SMTAlignmentError{RequestedCPUs: n, CpusPerCore: perCore}
@@ -388,18 +422,16 @@ func (m *Manager) take(n int, reusable cpuset.CPUSet, affinity bitmask.Mask) (cp
 	free := m.available().Union(reusable)
 	result := cpuset.New()
 	if affinity != 0 {
-		aligned := cpuset.New()
-		for _, id := range free.UnsortedList() {
-			if affinity.IsSet(t.CPUs[id].NUMA) {
-				aligned = aligned.Union(cpuset.New(id))
-			}
+		aligned := free.Intersection(t.CPUDetails.CPUsInNUMANodes(affinity.Bits()...))
+		if m.opts.AlignBySocket {
+			aligned = free.Intersection(t.CPUDetails.CPUsInSockets(t.CPUDetails.SocketsInNUMANodes(affinity.Bits()...).UnsortedList()...))
 		}
 		var err error
-		if result, err = takeByTopology(t, aligned, min(n, aligned.Size())); err != nil {
+		if result, err = m.opts.takeByTopology(logger, t, aligned, min(n, aligned.Size())); err != nil {
 			return cpuset.New(), err
 		}
 	}
-	rest, err := takeByTopology(t, free.Difference(result), n-result.Size())
+	rest, err := m.opts.takeByTopology(logger, t, free.Difference(result), n-result.Size())
 	if err != nil {
 		return cpuset.New(), err
 	}
@@ -582,11 +614,11 @@ func (m *Manager) updateMetrics() {
 	excl := m.state.exclusive()
 	m.metrics.exclusive.Set(float64(excl.Size()))
 	counts := map[int]int{}
-	for _, n := range m.cfg.Topology.NUMANodesOf(m.cfg.Topology.All()) {
+	for _, n := range m.cfg.Topology.CPUDetails.NUMANodes().UnsortedList() {
 		counts[n] = 0
 	}
 	for _, id := range excl.UnsortedList() {
-		counts[m.cfg.Topology.CPUs[id].NUMA]++
+		counts[m.cfg.Topology.CPUDetails[id].NUMANodeID]++
 	}
 	for n, c := range counts {
 		m.metrics.perNUMA.WithLabelValues(strconv.Itoa(n)).Set(float64(c))

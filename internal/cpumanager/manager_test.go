@@ -59,9 +59,17 @@ type env struct {
 
 func newEnv(t *testing.T, topo *Topology, dir string, opts map[string]string, reserved string) *env {
 	t.Helper()
+	return newEnvConfig(t, Config{Options: opts, Reserved: resource.MustParse(reserved), Dir: dir, Topology: topo})
+}
+
+// newEnvConfig is a static policy manager of cfg (both option gates on)
+// over a fake runtime and clock.
+func newEnvConfig(t *testing.T, cfg Config) *env {
+	t.Helper()
 	e := &env{rt: &fakeRuntime{updates: map[string]string{}}, clock: testingclock.NewFakeClock(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))}
-	m, err := New(Config{Policy: PolicyStatic, Options: opts, Reserved: resource.MustParse(reserved), Dir: dir, Topology: topo,
-		ActivePods: func() []*v1.Pod { return e.active }, SourcesReady: func() bool { return true }, Runtime: e.rt, Clock: e.clock})
+	cfg.Policy, cfg.AlphaOptions, cfg.BetaOptions = PolicyStatic, true, true
+	cfg.ActivePods, cfg.SourcesReady, cfg.Runtime, cfg.Clock = func() []*v1.Pod { return e.active }, func() bool { return true }, e.rt, e.clock
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +103,7 @@ func (e *env) admit(t *testing.T, p *v1.Pod) admission.Result {
 
 func TestStaticPolicy(t *testing.T) {
 	dir := t.TempDir()
-	e := newEnv(t, topoSingleSocketHT(), dir, nil, "500m")
+	e := newEnv(t, topoSingleSocketHT, dir, nil, "500m")
 	if got := e.m.Reserved(); !got.Equals(cpuset.New(0)) {
 		t.Fatalf("reserved %s, want 0 (ceil(0.5) CPU from the lowest core)", got)
 	}
@@ -146,7 +154,7 @@ func TestStaticPolicy(t *testing.T) {
 		t.Errorf("second reconcile updated %d", n)
 	}
 	// A restart keeps the assignment (checkpoint).
-	e2 := newEnv(t, topoSingleSocketHT(), dir, nil, "500m")
+	e2 := newEnv(t, topoSingleSocketHT, dir, nil, "500m")
 	if got := e2.m.Exclusive("g", "a"); !got.Equals(cpuset.New(1, 5)) {
 		t.Errorf("after restart %s", got)
 	}
@@ -161,7 +169,7 @@ func TestStaticPolicy(t *testing.T) {
 	}
 	// The checkpoint is validated at start: a state whose CPUs differ
 	// from the machine's refuses.
-	if _, err := New(Config{Policy: PolicyStatic, Reserved: resource.MustParse("1"), Dir: dir, Topology: topoDualSocketHT(),
+	if _, err := New(Config{Policy: PolicyStatic, Reserved: resource.MustParse("1"), Dir: dir, Topology: topoDualSocketHT,
 		ActivePods: func() []*v1.Pod { return nil }, SourcesReady: func() bool { return true }, Runtime: e.rt}); err == nil ||
 		!strings.Contains(err.Error(), "doesn't match with CPUs in state") {
 		t.Errorf("other machine: %v", err)
@@ -169,7 +177,7 @@ func TestStaticPolicy(t *testing.T) {
 }
 
 func TestInitContainersReuseAndSidecars(t *testing.T) {
-	e := newEnv(t, topoDualSocketHT(), "", nil, "1")
+	e := newEnv(t, topoDualSocketHT, "", nil, "1")
 	always := v1.ContainerRestartPolicyAlways
 	sidecar := ctr("side", "1", "64Mi", true)
 	sidecar.RestartPolicy = &always
@@ -190,7 +198,7 @@ func TestInitContainersReuseAndSidecars(t *testing.T) {
 }
 
 func TestFullPCPUsOnlyAndOptions(t *testing.T) {
-	e := newEnv(t, topoSingleSocketHT(), "", map[string]string{OptionFullPCPUsOnly: "true"}, "1")
+	e := newEnv(t, topoSingleSocketHT, "", map[string]string{OptionFullPCPUsOnly: "true"}, "1")
 	r := e.admit(t, pod("odd", nil, ctr("c", "1", "64Mi", true)))
 	if r.Admit || r.Reason != "SMTAlignmentError" || r.Message != "SMT Alignment Error: requested 1 cpus not multiple cpus per core = 2" {
 		t.Errorf("odd: %+v", r)
@@ -208,7 +216,6 @@ func TestFullPCPUsOnlyAndOptions(t *testing.T) {
 		{PolicyStatic, map[string]string{"bogus": "true"}, `unknown CPU Manager Policy option: "bogus"`},
 		{PolicyStatic, map[string]string{OptionAlignBySocket: "true"}, `CPU Manager Policy Alpha-level Options not enabled, but option "align-by-socket" provided`},
 		{PolicyStatic, map[string]string{OptionDistributeCPUsAcrossNUMA: "false"}, `CPU Manager Policy Beta-level Options not enabled, but option "distribute-cpus-across-numa" provided`},
-		{PolicyStatic, map[string]string{OptionAlignBySocket: "true"}, `option "align-by-socket" is not implemented by nodelet`},
 		{PolicyStatic, map[string]string{OptionAlignBySocket: "false"}, ""},
 		{PolicyStatic, map[string]string{OptionFullPCPUsOnly: "maybe"}, `bad value for option "full-pcpus-only"`},
 		{PolicyNone, map[string]string{OptionFullPCPUsOnly: "true"}, "options are only valid with the static policy"},
@@ -222,19 +229,19 @@ func TestFullPCPUsOnlyAndOptions(t *testing.T) {
 }
 
 func TestStrictReservationAndNone(t *testing.T) {
-	e := newEnv(t, topoSingleSocketHT(), "", map[string]string{OptionStrictCPUReservation: "true"}, "1")
+	e := newEnv(t, topoSingleSocketHT, "", map[string]string{OptionStrictCPUReservation: "true"}, "1")
 	if got := e.m.ContainerCPUs("x", "c"); !got.Equals(cpuset.New(1, 2, 3, 4, 5, 6, 7)) {
 		t.Errorf("strict shared pool %s", got)
 	}
-	if _, err := New(Config{Policy: PolicyStatic, Topology: topoSingleSocketHT(), ActivePods: func() []*v1.Pod { return nil },
+	if _, err := New(Config{Policy: PolicyStatic, Topology: topoSingleSocketHT, ActivePods: func() []*v1.Pod { return nil },
 		SourcesReady: func() bool { return true }, Runtime: e.rt}); err == nil || !strings.Contains(err.Error(), "requires systemreserved.cpu + kubereserved.cpu to be greater than zero") {
 		t.Errorf("no reservation: %v", err)
 	}
-	if m, err := New(Config{Policy: PolicyStatic, ReservedSystemCPUs: "2-3", Topology: topoSingleSocketHT(), ActivePods: func() []*v1.Pod { return nil },
+	if m, err := New(Config{Policy: PolicyStatic, ReservedSystemCPUs: "2-3", Topology: topoSingleSocketHT, ActivePods: func() []*v1.Pod { return nil },
 		SourcesReady: func() bool { return true }, Runtime: e.rt}); err != nil || !m.Reserved().Equals(cpuset.New(2, 3)) {
 		t.Errorf("reservedSystemCPUs: %v", err)
 	}
-	none, err := New(Config{Topology: topoSingleSocketHT(), ActivePods: func() []*v1.Pod { return nil }, SourcesReady: func() bool { return true }})
+	none, err := New(Config{Topology: topoSingleSocketHT, ActivePods: func() []*v1.Pod { return nil }, SourcesReady: func() bool { return true }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +255,7 @@ func TestStrictReservationAndNone(t *testing.T) {
 // admission; the reconcile loop in between keeps its CPUs (the bed's
 // upstream e2e found them released there), for a minute at most.
 func TestAdmittedNotYetActive(t *testing.T) {
-	e := newEnv(t, topoSingleSocketHT(), "", nil, "1")
+	e := newEnv(t, topoSingleSocketHT, "", nil, "1")
 	g := pod("g", nil, ctr("a", "2", "64Mi", true))
 	if r := admitWith(e.m, g); !r.Admit {
 		t.Fatalf("refused: %+v", r)

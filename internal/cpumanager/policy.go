@@ -8,9 +8,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/topologymanager"
 )
 
 // The policies, as upstream's cpuManagerPolicy values.
@@ -29,28 +31,53 @@ const (
 	OptionPreferAlignByUncoreCache = "prefer-align-cpus-by-uncorecache"
 )
 
-// Options are the static policy's options nodelet implements.
+// Options are the static policy's options, upstream's
+// StaticPolicyOptions (same field names).
 type Options struct {
-	// FullPCPUsOnly: exclusive CPUs are whole cores only (SMTAlignmentError
-	// otherwise).
-	FullPCPUsOnly bool
-	// StrictCPUReservation: the reserved CPUs are out of the shared pool
-	// too (only system daemons run there).
+	// FullPhysicalCPUsOnly (full-pcpus-only): exclusive CPUs are whole
+	// cores only (SMTAlignmentError otherwise).
+	FullPhysicalCPUsOnly bool
+	// DistributeCPUsAcrossNUMA (distribute-cpus-across-numa): an
+	// allocation that needs several NUMA nodes is spread evenly over them.
+	DistributeCPUsAcrossNUMA bool
+	// AlignBySocket (align-by-socket): CPUs are aligned at the socket
+	// rather than the NUMA node.
+	AlignBySocket bool
+	// DistributeCPUsAcrossCores (distribute-cpus-across-cores): a
+	// container's CPUs spread over cores rather than filling them.
+	DistributeCPUsAcrossCores bool
+	// StrictCPUReservation (strict-cpu-reservation): the reserved CPUs are
+	// out of the shared pool too (only system daemons run there).
 	StrictCPUReservation bool
+	// PreferAlignByUncoreCacheOption (prefer-align-cpus-by-uncorecache):
+	// a container's CPUs come from the fewest uncore (L3) caches, best
+	// effort.
+	PreferAlignByUncoreCacheOption bool
 }
 
-// ParseOptions reads cpuManagerPolicyOptions for policy. An unknown option,
-// or an alpha or beta one without its gate (CPUManagerPolicyAlphaOptions,
-// CPUManagerPolicyBetaOptions), is an error as upstream's; an option
-// nodelet does not implement, set to true, is refused by name (never
-// accepted and ignored).
+// ParseOptions reads cpuManagerPolicyOptions for policy as upstream's
+// NewStaticPolicyOptions: an unknown option, an alpha or beta one without
+// its gate (CPUManagerPolicyAlphaOptions, CPUManagerPolicyBetaOptions), a
+// value that is not a boolean, or two options that exclude each other are
+// errors with upstream's words.
 func ParseOptions(policy string, opts map[string]string, alphaGate, betaGate bool) (Options, error) {
 	var o Options
 	if len(opts) > 0 && policy != PolicyStatic {
 		return o, fmt.Errorf("cpuManagerPolicyOptions %v: options are only valid with the static policy (cpuManagerPolicy is %q)", opts, policy)
 	}
+	fields := map[string]*bool{
+		OptionFullPCPUsOnly:            &o.FullPhysicalCPUsOnly,
+		OptionDistributeCPUsAcrossNUMA: &o.DistributeCPUsAcrossNUMA,
+		OptionAlignBySocket:            &o.AlignBySocket,
+		OptionDistributeAcrossCores:    &o.DistributeCPUsAcrossCores,
+		OptionStrictCPUReservation:     &o.StrictCPUReservation,
+		OptionPreferAlignByUncoreCache: &o.PreferAlignByUncoreCacheOption,
+	}
 	for _, name := range slices.Sorted(maps.Keys(opts)) {
+		field, ok := fields[name]
 		switch {
+		case !ok:
+			return o, fmt.Errorf("unknown CPU Manager Policy option: %q", name)
 		case (name == OptionAlignBySocket || name == OptionDistributeAcrossCores) && !alphaGate:
 			return o, fmt.Errorf("CPU Manager Policy Alpha-level Options not enabled, but option %q provided", name)
 		case name == OptionDistributeCPUsAcrossNUMA && !betaGate:
@@ -58,22 +85,56 @@ func ParseOptions(policy string, opts map[string]string, alphaGate, betaGate boo
 		}
 		v, err := strconv.ParseBool(opts[name])
 		if err != nil {
-			return o, fmt.Errorf("cpuManagerPolicyOptions: bad value for option %q: %w", name, err)
+			return o, fmt.Errorf("bad value for option %q: %w", name, err)
 		}
-		switch name {
-		case OptionFullPCPUsOnly:
-			o.FullPCPUsOnly = v
-		case OptionStrictCPUReservation:
-			o.StrictCPUReservation = v
-		case OptionDistributeCPUsAcrossNUMA, OptionAlignBySocket, OptionDistributeAcrossCores, OptionPreferAlignByUncoreCache:
-			if v {
-				return o, fmt.Errorf("cpuManagerPolicyOptions: option %q is not implemented by nodelet (implemented: %s, %s)", name, OptionFullPCPUsOnly, OptionStrictCPUReservation)
-			}
-		default:
-			return o, fmt.Errorf("unknown CPU Manager Policy option: %q", name)
+		*field = v
+	}
+	for _, pair := range []struct {
+		a, b   bool
+		na, nb string
+	}{
+		{o.FullPhysicalCPUsOnly, o.DistributeCPUsAcrossCores, OptionFullPCPUsOnly, OptionDistributeAcrossCores},
+		{o.DistributeCPUsAcrossNUMA, o.DistributeCPUsAcrossCores, OptionDistributeCPUsAcrossNUMA, OptionDistributeAcrossCores},
+		{o.PreferAlignByUncoreCacheOption, o.DistributeCPUsAcrossCores, OptionPreferAlignByUncoreCache, OptionDistributeAcrossCores},
+		{o.PreferAlignByUncoreCacheOption, o.DistributeCPUsAcrossNUMA, OptionPreferAlignByUncoreCache, OptionDistributeCPUsAcrossNUMA},
+	} {
+		if pair.a && pair.b {
+			return o, fmt.Errorf("static policy options %s and %s can not be used at the same time", pair.na, pair.nb)
 		}
 	}
 	return o, nil
+}
+
+// ValidateWithTopology is upstream's ValidateStaticPolicyOptions: options
+// the machine or the topology manager's policy cannot honour.
+func (o Options) ValidateWithTopology(t *Topology, topologyPolicy string) error {
+	if !o.AlignBySocket {
+		return nil
+	}
+	if topologyPolicy == topologymanager.PolicySingleNumaNode {
+		return fmt.Errorf("Topolgy manager %s policy is incompatible with CPUManager %s policy option", topologymanager.PolicySingleNumaNode, OptionAlignBySocket)
+	}
+	if t.NumSockets > t.NumNUMANodes {
+		return fmt.Errorf("Align by socket is not compatible with hardware where number of sockets are more than number of NUMA")
+	}
+	return nil
+}
+
+// takeByTopology is upstream's staticPolicy.takeByTopology: the
+// algorithm and sorting the options choose.
+func (o Options) takeByTopology(logger klog.Logger, t *Topology, available cpuset.CPUSet, n int) (cpuset.CPUSet, error) {
+	strategy := CPUSortingStrategyPacked
+	if o.DistributeCPUsAcrossCores {
+		strategy = CPUSortingStrategySpread
+	}
+	if o.DistributeCPUsAcrossNUMA {
+		groupSize := 1
+		if o.FullPhysicalCPUsOnly {
+			groupSize = t.CPUsPerCore()
+		}
+		return takeByTopologyNUMADistributed(logger, t, available, n, groupSize, strategy, o.AlignBySocket)
+	}
+	return takeByTopologyNUMAPacked(logger, t, available, n, strategy, o.PreferAlignByUncoreCacheOption)
 }
 
 // SMTAlignmentError is upstream's: full-pcpus-only refuses a request that
@@ -98,8 +159,8 @@ func (e SMTAlignmentError) Error() string {
 // ReservedCPUs is the set the static policy keeps out of exclusive
 // allocation: reservedSystemCPUs when given, else
 // ceil(kubeReserved.cpu + systemReserved.cpu) CPUs taken by topology from
-// the lowest cores (upstream's NewStaticPolicy).
-func ReservedCPUs(t *Topology, explicit cpuset.CPUSet, reserved resource.Quantity) (cpuset.CPUSet, error) {
+// the lowest cores as the options take CPUs (upstream's NewStaticPolicy).
+func ReservedCPUs(t *Topology, o Options, explicit cpuset.CPUSet, reserved resource.Quantity) (cpuset.CPUSet, error) {
 	if !explicit.IsEmpty() {
 		if !explicit.IsSubsetOf(t.All()) {
 			return cpuset.New(), fmt.Errorf("reservedSystemCPUs %q is not a subset of the machine's CPUs %q", explicit, t.All())
@@ -110,7 +171,7 @@ func ReservedCPUs(t *Topology, explicit cpuset.CPUSet, reserved resource.Quantit
 		return cpuset.New(), fmt.Errorf("[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero")
 	}
 	n := int((reserved.MilliValue() + 999) / 1000)
-	set, err := takeByTopology(t, t.All(), n)
+	set, err := o.takeByTopology(klog.Background(), t, t.All(), n)
 	if err != nil || set.Size() != n {
 		return cpuset.New(), fmt.Errorf("[cpumanager] unable to reserve the required amount of CPUs (size of %s did not equal %d)", set, n)
 	}

@@ -224,7 +224,10 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		return err
 	}
 	rtCfg.DevicePlugins = n.devices
-	if n.cpus, err = n.newCPUManager(rs); err != nil {
+	// The aligned compute resources counters: the topology manager's and
+	// the CPU manager's.
+	alignment := topologymanager.NewAlignmentMetrics(n.registerer)
+	if n.cpus, err = n.newCPUManager(rs, alignment); err != nil {
 		return err
 	}
 	rtCfg.CPUs = n.cpus
@@ -236,7 +239,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	// upstream's order.
 	if n.topology, err = topologymanager.New(topologymanager.Config{Policy: cfg.TopologyManagerPolicy, Scope: cfg.TopologyManagerScope,
 		Options: cfg.TopologyManagerPolicyOptions, NUMA: numa, Providers: []topologymanager.Provider{n.devices, n.cpus, n.mems},
-		Registerer: n.registerer, Clock: n.clock}); err != nil {
+		Registerer: n.registerer, Alignment: alignment, Clock: n.clock}); err != nil {
 		return fmt.Errorf("topology manager (topologyManagerPolicy %q): %w", cfg.TopologyManagerPolicy, err)
 	}
 	if n.client != nil {
@@ -387,14 +390,14 @@ func (n *Nodelet) admissionChain() *admission.Chain {
 // machine's CPU topology; the static policy's reservation is the node
 // allocatable reservation's cpu (reservedSystemCPUs already folded in),
 // its pods the resource holders.
-func (n *Nodelet) newCPUManager(rs internalapi.RuntimeService) (*cpumanager.Manager, error) {
+func (n *Nodelet) newCPUManager(rs internalapi.RuntimeService, alignment *topologymanager.AlignmentMetrics) (*cpumanager.Manager, error) {
 	cfg := &n.opts.Config
 	topo, err := cpumanager.Discover("/")
 	if err != nil {
 		if cfg.CPUManagerPolicy == cpumanager.PolicyStatic {
 			return nil, err
 		}
-		topo = &cpumanager.Topology{CPUs: map[int]cpumanager.CPUInfo{}} // the none policy does not need it
+		topo = cpumanager.NewTopology(cpumanager.CPUDetails{}) // the none policy does not need it
 	}
 	reservation, err := n.reservation()
 	if err != nil {
@@ -404,7 +407,8 @@ func (n *Nodelet) newCPUManager(rs internalapi.RuntimeService) (*cpumanager.Mana
 		AlphaOptions: config.GateOn(cfg, "CPUManagerPolicyAlphaOptions"), BetaOptions: config.GateOn(cfg, "CPUManagerPolicyBetaOptions"),
 		ReservedSystemCPUs: cfg.ReservedSystemCPUs, Reserved: reservation[v1.ResourceCPU], ReconcilePeriod: cfg.CPUManagerReconcilePeriod.Duration,
 		Dir: n.opts.RootDir, Topology: topo, ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() },
-		SourcesReady: n.sourcesReady.IsReady, Runtime: rs, Registerer: n.registerer, Clock: n.clock})
+		SourcesReady: n.sourcesReady.IsReady, Runtime: rs, TopologyPolicy: cfg.TopologyManagerPolicy, Registerer: n.registerer,
+		Alignment: alignment, Clock: n.clock})
 	if err != nil {
 		return nil, fmt.Errorf("cpu manager (cpuManagerPolicy %q): %w", cfg.CPUManagerPolicy, err)
 	}

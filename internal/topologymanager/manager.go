@@ -69,6 +69,10 @@ type Config struct {
 	// Registerer takes upstream's topology manager metrics (none when
 	// nil).
 	Registerer prometheus.Registerer
+	// Alignment are the aligned compute resources counters, shared with
+	// the CPU manager (registered by their creator); private ones when
+	// nil.
+	Alignment *AlignmentMetrics
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 }
@@ -95,10 +99,17 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Alignment == nil {
+		cfg.Alignment = NewAlignmentMetrics(nil)
+	}
 	m := &Manager{cfg: cfg, hints: map[string]map[string]TopologyHint{}, metrics: newMetrics(cfg.Registerer)}
 	if cfg.Policy == PolicyNone {
 		m.policy = nonePolicy{}
 		return m, nil
+	}
+	// Upstream's initializeMetrics, which its none policy skips.
+	for _, scope := range []string{ScopeContainer, ScopePod} {
+		cfg.Alignment.Init(scope, BoundaryNUMANode, true)
 	}
 	opts, err := NewPolicyOptions(cfg.Options)
 	if err != nil {
@@ -230,7 +241,7 @@ func (m *Manager) allocate(ctx context.Context, pod *v1.Pod, c *v1.Container, h 
 
 func (m *Manager) refuse(scope string) admission.Result {
 	if IsAlignmentGuaranteed(m.policy) {
-		m.metrics.alignedFailures.WithLabelValues(scope, "numa_node").Inc()
+		m.cfg.Alignment.Failed(scope, BoundaryNUMANode)
 	}
 	m.metrics.errors.Inc()
 	return Result(TopologyAffinityError{})
@@ -238,7 +249,7 @@ func (m *Manager) refuse(scope string) admission.Result {
 
 func (m *Manager) aligned(scope string) {
 	if IsAlignmentGuaranteed(m.policy) {
-		m.metrics.aligned.WithLabelValues(scope, "numa_node").Inc()
+		m.cfg.Alignment.Aligned(scope, BoundaryNUMANode)
 	}
 }
 
@@ -291,11 +302,9 @@ func ReadNUMAInfo(root string) (*NUMAInfo, error) {
 
 // metrics are upstream's topology manager metrics, same names.
 type metrics struct {
-	requests        prometheus.Counter
-	errors          prometheus.Counter
-	duration        prometheus.Histogram
-	aligned         *prometheus.CounterVec
-	alignedFailures *prometheus.CounterVec
+	requests prometheus.Counter
+	errors   prometheus.Counter
+	duration prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -306,17 +315,58 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "[ALPHA] The number of admission request failures where resources could not be aligned."}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: "kubelet", Name: "topology_manager_admission_duration_ms",
 			Help: "[ALPHA] Duration in milliseconds to serve a pod admission request.", Buckets: prometheus.ExponentialBuckets(.05, 2, 15)}),
-		aligned: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_count",
-			Help: "[ALPHA] Cumulative number of aligned compute resources allocated to containers by alignment type."}, []string{"scope", "boundary"}),
-		alignedFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_failure_count",
-			Help: "[ALPHA] Cumulative number of failures to allocate aligned compute resources to containers by alignment type."}, []string{"scope", "boundary"}),
-	}
-	for _, scope := range []string{ScopeContainer, ScopePod} {
-		m.aligned.WithLabelValues(scope, "numa_node")
-		m.alignedFailures.WithLabelValues(scope, "numa_node")
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.errors, m.duration, m.aligned, m.alignedFailures)
+		reg.MustRegister(m.requests, m.errors, m.duration)
 	}
 	return m
+}
+
+// The alignment boundaries of the aligned compute resources counters,
+// upstream's label values.
+const (
+	BoundaryNUMANode    = "numa_node"
+	BoundaryPhysicalCPU = "physical_cpu"
+	BoundaryUncoreCache = "uncore_cache"
+)
+
+// AlignmentMetrics are upstream's container_aligned_compute_resources_count
+// and container_aligned_compute_resources_failure_count, by scope and
+// boundary: the topology manager counts NUMA alignment, the CPU manager
+// physical CPUs (full-pcpus-only) and uncore caches.
+type AlignmentMetrics struct {
+	aligned, failures *prometheus.CounterVec
+}
+
+// NewAlignmentMetrics returns the counters, registered with reg unless nil.
+func NewAlignmentMetrics(reg prometheus.Registerer) *AlignmentMetrics {
+	a := &AlignmentMetrics{
+		aligned: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_count",
+			Help: "[ALPHA] Cumulative number of aligned compute resources allocated to containers by alignment type."}, []string{"scope", "boundary"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_failure_count",
+			Help: "[ALPHA] Cumulative number of failures to allocate aligned compute resources to containers by alignment type."}, []string{"scope", "boundary"}),
+	}
+	if reg != nil {
+		reg.MustRegister(a.aligned, a.failures)
+	}
+	return a
+}
+
+// Init makes the series exist at zero: the aligned one, and the failure
+// one too when withFailure.
+func (a *AlignmentMetrics) Init(scope, boundary string, withFailure bool) {
+	a.aligned.WithLabelValues(scope, boundary)
+	if withFailure {
+		a.failures.WithLabelValues(scope, boundary)
+	}
+}
+
+// Aligned counts an aligned allocation.
+func (a *AlignmentMetrics) Aligned(scope, boundary string) {
+	a.aligned.WithLabelValues(scope, boundary).Inc()
+}
+
+// Failed counts an allocation that could not be aligned.
+func (a *AlignmentMetrics) Failed(scope, boundary string) {
+	a.failures.WithLabelValues(scope, boundary).Inc()
 }

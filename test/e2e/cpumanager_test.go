@@ -34,6 +34,16 @@ func cpusAllowed(t *testing.T, pid int) string {
 	return ""
 }
 
+// onlineCPUs are the host's online CPUs (these tests need two).
+func onlineCPUs(t *testing.T) cpuset.CPUSet {
+	t.Helper()
+	all, err := cpuset.Parse(readTrimmed(t, "/sys/devices/system/cpu/online"))
+	if err != nil || all.Size() < 2 {
+		t.Fatalf("online CPUs %s: %v (the test needs two)", all, err)
+	}
+	return all
+}
+
 // TestClusterCPUManagerStatic: cpuManagerPolicy static on the cluster.
 // With 500m reserved (CPU 0), a Guaranteed pod asking for one whole CPU
 // runs on one other CPU alone; a Burstable pod running before it is moved
@@ -44,10 +54,7 @@ func cpusAllowed(t *testing.T, pid int) string {
 // keeps the assignment (cpu_manager_state, upstream's format); once the
 // Guaranteed pod is deleted the shared pool is every CPU again.
 func TestClusterCPUManagerStatic(t *testing.T) {
-	all, err := cpuset.Parse(readTrimmed(t, "/sys/devices/system/cpu/online"))
-	if err != nil || all.Size() < 2 {
-		t.Fatalf("online CPUs %s: %v (the test needs two)", all, err)
-	}
+	all := onlineCPUs(t)
 	name := "e2e-cpumanager"
 	c, n := clusterNode(t, name, "cpuManagerPolicy: static\ncpuManagerReconcilePeriod: 1s\nkubeReserved: {cpu: 500m}\n")
 	ns := c.Namespace(t, "cpumanager")
@@ -146,4 +153,59 @@ func TestClusterCPUManagerStatic(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCPUs("the burstable pod after the guaranteed pod's deletion", early, all.String())
+}
+
+// TestClusterCPUManagerOptions: the static policy with
+// prefer-align-cpus-by-uncorecache and strict-cpu-reservation
+// (reservedSystemCPUs 0): a Guaranteed pod asking one CPU runs on one
+// CPU other than 0, and /metrics counts it aligned at the uncore cache
+// (upstream's container_aligned_compute_resources_count series, the
+// physical_cpu ones present at zero); distribute-cpus-across-numa needs
+// the beta gate and refuses to start without it; align-by-socket (alpha)
+// with topologyManagerPolicy single-numa-node refuses to start, upstream's
+// message.
+func TestClusterCPUManagerOptions(t *testing.T) {
+	onlineCPUs(t)
+	name := "e2e-cpumanager-options"
+	c, n := clusterNode(t, name, "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n"+
+		"cpuManagerPolicyOptions: {prefer-align-cpus-by-uncorecache: \"true\", strict-cpu-reservation: \"true\"}\n")
+	ns := c.Namespace(t, "cpumanager-options")
+	p := busyboxPod("pinned", name, "trap 'exit 0' TERM; while true; do sleep 1; done")
+	r := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("64Mi")}
+	p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: r, Limits: r}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p = waitPod(t, c, ns, "pinned", 60*time.Second, "Ready", podReady)
+	mine, err := cpuset.Parse(cpusAllowed(t, containerPid(t, c, runningContainer(t, c, string(p.UID), "c").Id)))
+	if err != nil || mine.Size() != 1 || mine.Contains(0) {
+		t.Fatalf("guaranteed pod on %s (%v), want one CPU alone, not the reserved 0", mine, err)
+	}
+	fams := kubeletMetrics(t, c, n)
+	if got := alignedCount(fams, "count", "uncore_cache"); got != 1 {
+		t.Errorf("aligned count{boundary=uncore_cache} = %v, want 1", got)
+	}
+	if a, f := alignedCount(fams, "count", "physical_cpu"), alignedCount(fams, "failure_count", "physical_cpu"); a != 0 || f != 0 {
+		t.Errorf("physical_cpu series: aligned %v, failures %v; want both present at 0", a, f)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cpu-manager-policy-options", "distribute-cpus-across-numa=true", "--feature-gates", "CPUManagerPolicyBetaOptions=false"},
+			`CPU Manager Policy Beta-level Options not enabled, but option "distribute-cpus-across-numa" provided`},
+		{[]string{"--cpu-manager-policy-options", "align-by-socket=true", "--feature-gates", "CPUManagerPolicyAlphaOptions=true",
+			"--topology-manager-policy", "single-numa-node"},
+			"Topolgy manager single-numa-node policy is incompatible with CPUManager align-by-socket policy option"},
+	} {
+		n.Stop()
+		framework.Eventually(t, 30*time.Second, 200*time.Millisecond, n.Exited, "nodelet stopped")
+		n.ExtraArgs = tc.args
+		n.Start()
+		framework.Eventually(t, 30*time.Second, 200*time.Millisecond, n.Exited, "nodelet refusing to start with %v", tc.args)
+		if log := n.Log(); !strings.Contains(log, tc.want) {
+			t.Errorf("nodelet with %v: %s", tc.args, log[max(0, len(log)-2000):])
+		}
+	}
 }

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
@@ -27,10 +27,7 @@ import (
 // upstream (no single node can hold it), not "not enough cpus"; the
 // topology manager's metrics count both admissions and the refusal.
 func TestClusterTopologyManager(t *testing.T) {
-	all, err := cpuset.Parse(readTrimmed(t, "/sys/devices/system/cpu/online"))
-	if err != nil || all.Size() < 2 {
-		t.Fatalf("online CPUs %s: %v (the test needs two)", all, err)
-	}
+	all := onlineCPUs(t)
 	name := "e2e-topologymanager"
 	c, n := clusterNode(t, name, "topologyManagerPolicy: single-numa-node\ntopologyManagerScope: container\n"+
 		"cpuManagerPolicy: static\nkubeReserved: {cpu: 500m, memory: 412Mi}\n"+
@@ -63,15 +60,7 @@ func TestClusterTopologyManager(t *testing.T) {
 		t.Errorf("a pod asking every CPU: %s %q", p.Status.Reason, p.Status.Message)
 	}
 
-	code, body := c.KubeletAPI(t, n, framework.APICredentials{CertName: "apiserver-kubelet-client"}, "/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("GET /metrics: %d", code)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(body + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := kubeletMetrics(t, c, n)
 	value := func(name string) float64 {
 		var v float64
 		for _, m := range fams[name].GetMetric() {
@@ -83,13 +72,33 @@ func TestClusterTopologyManager(t *testing.T) {
 		value("kubelet_topology_manager_admission_duration_ms"); r < 2 || e != 1 || d < 2 {
 		t.Errorf("topology manager metrics: requests %v, errors %v, durations %v", r, e, d)
 	}
-	var failures float64
-	for _, m := range fams["kubelet_container_aligned_compute_resources_failure_count"].GetMetric() {
-		if matches(m, map[string]string{"scope": "container", "boundary": "numa_node"}) {
-			failures = m.GetCounter().GetValue()
-		}
-	}
-	if failures != 1 {
+	if failures := alignedCount(fams, "failure_count", "numa_node"); failures != 1 {
 		t.Errorf("kubelet_container_aligned_compute_resources_failure_count{scope=container,boundary=numa_node} = %v, want 1", failures)
 	}
+}
+
+// kubeletMetrics are the node's /metrics, parsed.
+func kubeletMetrics(t *testing.T, c *framework.Cluster, n *framework.Nodelet) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body := c.KubeletAPI(t, n, framework.APICredentials{CertName: "apiserver-kubelet-client"}, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// alignedCount is kubelet_container_aligned_compute_resources_<suffix>
+// {scope="container",boundary} (-1 when the series is absent).
+func alignedCount(fams map[string]*dto.MetricFamily, suffix, boundary string) float64 {
+	for _, m := range fams["kubelet_container_aligned_compute_resources_"+suffix].GetMetric() {
+		if matches(m, map[string]string{"scope": "container", "boundary": boundary}) {
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
 }
