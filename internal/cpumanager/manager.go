@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/bitmask"
 	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/topologymanager"
@@ -86,18 +87,13 @@ type Manager struct {
 	// applied is the cpuset each running container was last given (at
 	// creation or by the reconcile loop), by pod UID and container name.
 	applied map[string]map[string]cpuset.CPUSet
-	// admitted are the pods given CPUs by Admit and not yet seen among
-	// the active pods (a pod joins them after its admission): their CPUs
-	// are kept for admittedGrace even though the pod is not active yet.
-	admitted map[string]time.Time
+	// admitted are the pods given CPUs at admission and not yet seen
+	// among the active pods: their CPUs are kept meanwhile.
+	admitted *admission.Admitted
 	// reuse are the CPUs of the pod being admitted that its containers
 	// after its init containers may take (upstream's cpusToReuse).
 	reuse map[string]cpuset.CPUSet
 }
-
-// admittedGrace is how long an admitted pod's CPUs are kept before it is
-// seen among the active pods.
-const admittedGrace = time.Minute
 
 // New returns the manager of cfg's policy, its state restored from the
 // checkpoint and validated against the machine as upstream does (an
@@ -131,7 +127,7 @@ func New(cfg Config) (*Manager, error) {
 	if err := opts.ValidateWithTopology(cfg.Topology, cfg.TopologyPolicy); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, opts: opts, reserved: cpuset.New(), applied: map[string]map[string]cpuset.CPUSet{}, admitted: map[string]time.Time{}, reuse: map[string]cpuset.CPUSet{}}
+	m := &Manager{cfg: cfg, opts: opts, reserved: cpuset.New(), applied: map[string]map[string]cpuset.CPUSet{}, admitted: admission.NewAdmitted(), reuse: map[string]cpuset.CPUSet{}}
 	if cfg.Dir != "" {
 		m.path = filepath.Join(cfg.Dir, StateFile)
 	}
@@ -207,7 +203,7 @@ func (m *Manager) ContainerCPUs(uid, container string) cpuset.CPUSet {
 		return cpuset.New()
 	}
 	// A container being created: the pod is past its admission (active).
-	delete(m.admitted, uid)
+	m.admitted.Forget(uid)
 	set := m.cpusLocked(uid, container)
 	m.setApplied(uid, container, set)
 	return set
@@ -372,7 +368,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, c *v1.Container, af
 		}
 		m.state.set(uid, c.Name, set)
 		m.state.defaultSet = m.state.defaultSet.Difference(set)
-		m.admitted[uid] = m.cfg.Clock.Now()
+		m.admitted.Add(uid, m.cfg.Clock.Now())
 		if err := m.state.store(m.path); err != nil {
 			return fmt.Errorf("cpu manager checkpoint: %w", err)
 		}
@@ -460,7 +456,7 @@ func (m *Manager) releaseLocked(uid string) {
 		m.state.defaultSet = m.state.defaultSet.Union(set)
 	}
 	delete(m.applied, uid)
-	delete(m.admitted, uid)
+	m.admitted.Forget(uid)
 	delete(m.reuse, uid)
 }
 
@@ -474,14 +470,9 @@ func (m *Manager) removeStale(ctx context.Context, active []*v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changed := false
-	now := m.cfg.Clock.Now()
-	for uid, at := range m.admitted {
-		if live[uid] != nil || now.Sub(at) > admittedGrace {
-			delete(m.admitted, uid)
-		}
-	}
+	m.admitted.Sweep(live, m.cfg.Clock.Now())
 	for uid, cs := range m.state.assignments {
-		if _, ok := m.admitted[uid]; ok {
+		if m.admitted.Has(uid) {
 			continue // admitted, not active yet
 		}
 		for name, set := range cs {
@@ -495,7 +486,7 @@ func (m *Manager) removeStale(ctx context.Context, active []*v1.Pod) {
 		}
 	}
 	for uid := range m.applied {
-		if _, ok := m.admitted[uid]; !ok && live[uid] == nil {
+		if !m.admitted.Has(uid) && live[uid] == nil {
 			delete(m.applied, uid)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/bitmask"
 	"github.com/nodelet/nodelet/internal/memorymanager/state"
 	"github.com/nodelet/nodelet/internal/podspec"
@@ -26,10 +27,6 @@ import (
 // DefaultPeriod is how often the assignments of pods no longer active are
 // dropped (upstream drops them at each admission and container removal).
 const DefaultPeriod = 10 * time.Second
-
-// admittedGrace is how long an admitted pod keeps its memory before it is
-// seen among the active pods.
-const admittedGrace = time.Minute
 
 // Config configures a Manager.
 type Config struct {
@@ -68,7 +65,7 @@ type Manager struct {
 	mu       sync.Mutex
 	state    *state.State
 	policy   *static
-	admitted map[string]time.Time
+	admitted *admission.Admitted
 }
 
 // New returns the manager of cfg's policy, its state restored from the
@@ -91,7 +88,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	m := &Manager{cfg: cfg, admitted: map[string]time.Time{}, metrics: newMetrics(cfg.Registerer)}
+	m := &Manager{cfg: cfg, admitted: admission.NewAdmitted(), metrics: newMetrics(cfg.Registerer)}
 	if cfg.Dir != "" {
 		m.path = filepath.Join(cfg.Dir, state.FileName)
 	}
@@ -198,7 +195,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, c *v1.Container, af
 	if !asked || had {
 		return nil
 	}
-	m.admitted[uid] = m.cfg.Clock.Now()
+	m.admitted.Add(uid, m.cfg.Clock.Now())
 	logger.Info("Allocated memory", "pod", klog.KObj(pod), "containerName", c.Name, "numaNodes", m.numaLocked(uid, c.Name).String(), "affinity", affinity)
 	if err := m.state.Store(m.path); err != nil {
 		return fmt.Errorf("memory manager checkpoint: %w", err)
@@ -226,7 +223,7 @@ func (m *Manager) ContainerMems(ctx context.Context, pod *v1.Pod, container stri
 	defer m.mu.Unlock()
 	uid := string(pod.UID)
 	// A container being created: the pod is past its admission (active).
-	delete(m.admitted, uid)
+	m.admitted.Forget(uid)
 	changed := false
 	for i := range pod.Spec.InitContainers {
 		ic := &pod.Spec.InitContainers[i]
@@ -309,7 +306,7 @@ func (m *Manager) releaseLocked(uid string) {
 	for name := range m.state.Assignments[uid] {
 		remove(m.state, uid, name)
 	}
-	delete(m.admitted, uid)
+	m.admitted.Forget(uid)
 }
 
 // removeStale drops the blocks of containers not in an active pod
@@ -321,15 +318,10 @@ func (m *Manager) removeStale(ctx context.Context, active []*v1.Pod) {
 	live := podspec.ContainerNames(active)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.cfg.Clock.Now()
-	for uid, at := range m.admitted {
-		if live[uid] != nil || now.Sub(at) > admittedGrace {
-			delete(m.admitted, uid)
-		}
-	}
+	m.admitted.Sweep(live, m.cfg.Clock.Now())
 	changed := false
 	for _, uid := range m.state.Pods() {
-		if _, ok := m.admitted[uid]; ok {
+		if m.admitted.Has(uid) {
 			continue
 		}
 		for name := range m.state.Assignments[uid] {

@@ -174,13 +174,17 @@ func (m *Manager) setHint(uid, container string, h TopologyHint) {
 // UnexpectedAdmissionError. A resize is admitted here (the managers do not
 // resize what they pinned).
 func (m *Manager) Admit(ctx context.Context, a admission.Attributes) admission.Result {
-	if a.Operation == admission.OperationResize {
-		return admission.Result{Admit: true}
-	}
-	pod := a.Pod
 	m.metrics.requests.Inc()
 	start := m.cfg.Clock.Now()
 	defer func() { m.metrics.duration.Observe(float64(m.cfg.Clock.Since(start).Milliseconds())) }()
+	if a.Operation == admission.OperationResize {
+		// Counted as upstream (its handler sees resizes too); what a
+		// resize may change is the allocation manager's decision (a
+		// Guaranteed pod's CPU or memory resize is Infeasible under the
+		// static policies).
+		return admission.Result{Admit: true}
+	}
+	pod := a.Pod
 	containers := slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers)
 	switch {
 	case m.policy.Name() == PolicyNone:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/internal/admission"
@@ -124,10 +125,14 @@ func TestScopes(t *testing.T) {
 			t.Errorf("provider error %v: %+v, want %+v", err, r, want)
 		}
 	}
-	// A resize is admitted.
+	// A resize is admitted, and counted as an admission request as
+	// upstream's.
 	m, _ = New(Config{Providers: []Provider{&fakeProvider{err: errors.New("x")}}})
 	if r := m.Admit(ctx, admission.Attributes{Pod: testPod(), Operation: admission.OperationResize}); !r.Admit {
 		t.Errorf("resize: %+v", r)
+	}
+	if got := testutil.ToFloat64(m.metrics.requests); got != 1 {
+		t.Errorf("admission requests after a resize: %v, want 1", got)
 	}
 }
 
