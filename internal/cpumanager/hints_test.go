@@ -67,7 +67,7 @@ func TestAllocateWithAffinity(t *testing.T) {
 		}
 	}
 	init, app := e.m.Exclusive("g", "init"), e.m.Exclusive("g", "a")
-	if got := e.m.cfg.Topology.NUMANodesOf(init.Union(app)); fmt.Sprint(got) != "[1]" || !init.Equals(app) {
+	if got := e.m.cfg.Topology.CPUDetails.KeepOnly(init.Union(app)).NUMANodes().List(); fmt.Sprint(got) != "[1]" || !init.Equals(app) {
 		t.Errorf("init on %s, app on %s: want the same CPUs of NUMA node 1", init, app)
 	}
 }

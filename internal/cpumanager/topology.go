@@ -75,11 +75,6 @@ func (t *Topology) CoreSiblings(cpus cpuset.CPUSet) cpuset.CPUSet {
 	return t.CPUDetails.CPUsInCores(t.CPUDetails.KeepOnly(cpus).Cores().UnsortedList()...)
 }
 
-// NUMANodesOf are the NUMA nodes of cpus, sorted.
-func (t *Topology) NUMANodesOf(cpus cpuset.CPUSet) []int {
-	return t.CPUDetails.KeepOnly(cpus).NUMANodes().List()
-}
-
 // UncoreAligned reports whether cpus share one uncore cache (upstream's
 // CheckAlignment; an empty or one-CPU set is aligned).
 func (t *Topology) UncoreAligned(cpus cpuset.CPUSet) bool {
