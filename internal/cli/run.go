@@ -14,8 +14,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/server"
-	"github.com/nodelet/nodelet/internal/source/file"
+	"github.com/nodelet/nodelet/internal/source/manifest"
 )
 
 // failedWaiting are the waiting reasons `nodelet run` gives up on: the pod
@@ -68,12 +69,12 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	var c common
 	c.add(fs)
-	manifest := fs.StringP("filename", "f", "", "The pod manifest (YAML or JSON, one or more pods; - for stdin).")
+	filename := fs.StringP("filename", "f", "", "The pod manifest (YAML or JSON, one or more pods; - for stdin).")
 	timeout := fs.Duration("timeout", 5*time.Minute, "How long to follow the pod before giving up.")
 	if code, stop := parse(fs, args, "Run a pod on this node: its manifest goes into nodelet's static pod directory and the pod is followed, its events printed, until it runs (exit 0) or fails (exit 1).\n\nUsage:\n  nodelet run -f FILE [--timeout D]", stderr); stop {
 		return code
 	}
-	if *manifest == "" || fs.NArg() > 0 {
+	if *filename == "" || fs.NArg() > 0 {
 		return fail(stderr, errors.New("nodelet run takes -f FILE and no arguments"))
 	}
 	cl := c.client()
@@ -85,19 +86,19 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, errors.New("nodelet runs without a static pod directory (staticPodPath)"))
 	}
 	var data []byte
-	name := filepath.Base(*manifest)
-	if *manifest == "-" {
+	name := filepath.Base(*filename)
+	if *filename == "-" {
 		data, err = io.ReadAll(os.Stdin)
 		name = ""
 	} else {
-		data, err = os.ReadFile(*manifest)
+		data, err = os.ReadFile(*filename)
 	}
 	if err != nil {
 		return fail(stderr, err)
 	}
-	pods, warnings, err := file.DecodeManifest(data, *manifest, in.NodeName)
+	pods, warnings, err := manifest.Decode(data, podspec.Origin{Source: podspec.FileSource, Location: *filename}, in.NodeName)
 	if err != nil {
-		return fail(stderr, fmt.Errorf("%s: %w", *manifest, err))
+		return fail(stderr, fmt.Errorf("%s: %w", *filename, err))
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
@@ -187,7 +188,11 @@ func rmCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if pod.Annotations["kubernetes.io/config.source"] != "file" {
+	switch pod.Annotations[podspec.ConfigSourceAnnotationKey] {
+	case podspec.FileSource:
+	case podspec.HTTPSource:
+		return fail(stderr, fmt.Errorf("pod %s/%s comes from the manifest URL (staticPodURL): remove it there", pod.Namespace, pod.Name))
+	default:
 		return fail(stderr, fmt.Errorf("pod %s/%s comes from the API server: delete it there (kubectl delete pod)", pod.Namespace, pod.Name))
 	}
 	path, err := manifestOf(in, pod)
@@ -251,7 +256,7 @@ func manifestOf(in *server.LocalInfo, pod *v1.Pod) (string, error) {
 		if err != nil {
 			continue
 		}
-		pods, _, err := file.DecodeManifest(data, path, in.NodeName)
+		pods, _, err := manifest.Decode(data, podspec.Origin{Source: podspec.FileSource, Location: path}, in.NodeName)
 		if err != nil {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -318,6 +319,9 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.ImageServiceEndpoint, "image-service-endpoint", c.ImageServiceEndpoint, "The CRI image service endpoint; defaults to the runtime endpoint.")
 	fs.DurationVar(&c.SyncFrequency.Duration, "sync-frequency", c.SyncFrequency.Duration, "Maximum period between synchronizing running containers.")
 	fs.DurationVar(&c.FileCheckFrequency.Duration, "file-check-frequency", c.FileCheckFrequency.Duration, "Period of re-reading the static pod directory.")
+	fs.StringVar(&c.StaticPodURL, "manifest-url", c.StaticPodURL, "URL for accessing additional Pod specifications to run")
+	fs.Var(cliflag.NewColonSeparatedMultimapStringString(&c.StaticPodURLHeader), "manifest-url-header", "Comma-separated list of HTTP headers to use when accessing the url provided to --manifest-url. Multiple headers with the same name will be added in the same order provided. This flag can be repeatedly invoked. For example: --manifest-url-header 'a:hello,b:again,c:world' --manifest-url-header 'b:beautiful'")
+	fs.DurationVar(&c.HTTPCheckFrequency.Duration, "http-check-frequency", c.HTTPCheckFrequency.Duration, "Duration between checking http for new data.")
 	fs.Int32Var(c.HealthzPort, "healthz-port", *c.HealthzPort, "Port of the plain-http healthz endpoint; 0 disables it.")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "Address of the healthz endpoint.")
 	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "Number of pods that can run on this node.")
@@ -403,8 +407,6 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.VolumePluginDir, "volume-plugin-dir", c.VolumePluginDir, "FlexVolume plugin directory: refused (FlexVolume is not implemented).")
 	fs.Var(optionalBool(&c.LocalStorageCapacityIsolation), "local-storage-capacity-isolation", "Refused when false (nodelet always isolates local storage).")
 	fs.Var(optionalBool(&c.EnableControllerAttachDetach), "enable-controller-attach-detach", "Refused when false (the attach/detach controller attaches volumes).")
-	fs.DurationVar(&c.HTTPCheckFrequency.Duration, "http-check-frequency", c.HTTPCheckFrequency.Duration, "Refused (static pods from a URL are not implemented).")
-	fs.StringVar(&c.StaticPodURL, "manifest-url", c.StaticPodURL, "Refused (static pods from a URL are not implemented).")
 	fs.BoolVar(&c.EnableContentionProfiling, "contention-profiling", c.EnableContentionProfiling, "Refused (contention profiling is not implemented).")
 	fs.StringVar(&c.Logging.Format, "logging-format", c.Logging.Format, "Log format: only text.")
 	for _, name := range []string{"cpu-cfs-quota", "make-iptables-util-chains", "local-storage-capacity-isolation", "enable-controller-attach-detach"} {
@@ -880,6 +882,14 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	if c.FileCheckFrequency.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("fileCheckFrequency must be positive, got %v", c.FileCheckFrequency.Duration))
+	}
+	if c.StaticPodURL != "" {
+		if u, err := url.Parse(c.StaticPodURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("staticPodURL %q is not an http or https URL", c.StaticPodURL))
+		}
+		if c.HTTPCheckFrequency.Duration <= 0 {
+			errs = append(errs, fmt.Errorf("httpCheckFrequency must be positive with a staticPodURL, got %v", c.HTTPCheckFrequency.Duration))
+		}
 	}
 	// As upstream's validation, its messages.
 	if c.MaxOpenFiles < 0 {

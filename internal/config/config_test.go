@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -552,13 +553,29 @@ func TestUpstreamFieldFlags(t *testing.T) {
 		"--qos-reserved=memory=50%":                "qosReserved",
 		"--reserved-cpus=zero":                     "reservedSystemCPUs",
 		"--registry-qps=3":                         "registryPullQPS",
-		"--manifest-url=http://127.0.0.1/p":        "staticPodURL",
+		"--manifest-url=ftp://127.0.0.1/p":         "staticPodURL",
 		"--feature-gates=NoSuchGate=true":          "NoSuchGate",
 		"--local-storage-capacity-isolation=false": "localStorageCapacityIsolation",
 	} {
 		if _, err := Parse(context.Background(), []string{flag}); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v, want an error naming %s", flag, err, field)
 		}
+	}
+}
+
+// TestManifestURLFlags: upstream's --manifest-url, --http-check-frequency
+// and --manifest-url-header (name:value pairs split on commas, repeated
+// flags appending values, as cliflag's ColonSeparatedMultimapStringString).
+func TestManifestURLFlags(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--manifest-url", "http://127.0.0.1:8080/pods",
+		"--http-check-frequency", "7s", "--manifest-url-header", "a:hello,b:again,c:world", "--manifest-url-header", "b:beautiful"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	want := map[string][]string{"a": {"hello"}, "b": {"again", "beautiful"}, "c": {"world"}}
+	if c.StaticPodURL != "http://127.0.0.1:8080/pods" || c.HTTPCheckFrequency.Duration != 7*time.Second || !reflect.DeepEqual(c.StaticPodURLHeader, want) {
+		t.Errorf("url %q, period %v, headers %v; want headers %v", c.StaticPodURL, c.HTTPCheckFrequency.Duration, c.StaticPodURLHeader, want)
 	}
 }
 

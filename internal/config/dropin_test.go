@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // --config-dir as upstream: defaults, then --config, then the .conf
@@ -81,5 +83,103 @@ func TestConfigDir(t *testing.T) {
 	}
 	if _, err := Parse(context.Background(), []string{"--config-dir", filepath.Join(dir, "missing")}); err == nil || !strings.Contains(err.Error(), "failed to walk through kubelet dropin directory") {
 		t.Errorf("a missing --config-dir: %v", err)
+	}
+}
+
+// TestUpstreamDropInSpec: the two drop-ins of upstream's node e2e
+// "KubeletConfigDropInDir should merge kubelet configs correctly", as they
+// are, are accepted and merged as that spec expects (a map of lists
+// replaced per key, lists of structs replaced, a struct's fields merged).
+func TestUpstreamDropInSpec(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("10-kubelet.conf", `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+port: 10255
+readOnlyPort: 10257
+clusterDNS:
+- 192.168.1.10
+systemReserved:
+  memory: 1Gi
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: "5m"
+    cacheUnauthorizedTTL: "30s"
+staticPodURLHeader:
+  kubelet-api-support:
+  - "Authorization: 234APSDFA"
+  - "X-Custom-Header: 123"
+  custom-static-pod:
+  - "Authorization: 223EWRWER"
+  - "X-Custom-Header: 456"
+shutdownGracePeriodByPodPriority:
+  - priority: 1
+    shutdownGracePeriodSeconds: 60
+  - priority: 2
+    shutdownGracePeriodSeconds: 45
+  - priority: 3
+    shutdownGracePeriodSeconds: 30
+featureGates:
+  PodAndContainerStatsFromCRI: true`)
+	write("20-kubelet.conf", `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+clusterDNS:
+- 192.168.1.1
+- 192.168.1.5
+- 192.168.1.8
+port: 8080
+cpuManagerReconcilePeriod: 1s
+systemReserved:
+  memory: 2Gi
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: "6m"
+    cacheUnauthorizedTTL: "40s"
+staticPodURLHeader:
+  kubelet-api-support:
+  - "Authorization: 8945AFSG1"
+  - "X-Custom-Header: 987"
+  custom-static-pod:
+  - "Authorization: 223EWRWER"
+  - "X-Custom-Header: 345"
+shutdownGracePeriodByPodPriority:
+  - priority: 1
+    shutdownGracePeriodSeconds: 19
+  - priority: 2
+    shutdownGracePeriodSeconds: 41
+  - priority: 6
+    shutdownGracePeriodSeconds: 30
+featureGates:
+  KubeletServiceAccountTokenForCredentialProviders: true
+  PodAndContainerStatsFromCRI: false
+  DynamicResourceAllocation: true`)
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--config-dir", dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if c.Port != 8080 || c.ReadOnlyPort != 10257 || strings.Join(c.ClusterDNS, ",") != "192.168.1.1,192.168.1.5,192.168.1.8" ||
+		c.SystemReserved["memory"] != "2Gi" || c.Authorization.Webhook.CacheAuthorizedTTL.Duration != 6*time.Minute {
+		t.Errorf("merged: port %d, readOnlyPort %d, clusterDNS %v, systemReserved %v, authorization %+v", c.Port, c.ReadOnlyPort, c.ClusterDNS, c.SystemReserved, c.Authorization)
+	}
+	want := map[string][]string{
+		"kubelet-api-support": {"Authorization: 8945AFSG1", "X-Custom-Header: 987"},
+		"custom-static-pod":   {"Authorization: 223EWRWER", "X-Custom-Header: 345"},
+	}
+	if !reflect.DeepEqual(c.StaticPodURLHeader, want) {
+		t.Errorf("staticPodURLHeader %v, want %v", c.StaticPodURLHeader, want)
+	}
+	if g := c.ShutdownGracePeriodByPodPriority; len(g) != 3 || g[2].Priority != 6 || g[0].ShutdownGracePeriodSeconds != 19 {
+		t.Errorf("shutdownGracePeriodByPodPriority %+v", g)
+	}
+	if f := c.FeatureGates; f["PodAndContainerStatsFromCRI"] || !f["DynamicResourceAllocation"] || !f["KubeletServiceAccountTokenForCredentialProviders"] {
+		t.Errorf("featureGates %v", f)
 	}
 }

@@ -68,9 +68,8 @@ type FieldStatus struct {
 }
 
 const (
-	whyStaticPodURL = "static pods from a URL are not implemented"
-	whyPullRate     = "image pulls are not rate-limited"
-	whyMemoryQoS    = "MemoryQoS is not implemented: containers get memory.high=max and no memory.min or memory.low"
+	whyPullRate  = "image pulls are not rate-limited"
+	whyMemoryQoS = "MemoryQoS is not implemented: containers get memory.high=max and no memory.min or memory.low"
 )
 
 // fieldStatuses is every field of the v1beta1 KubeletConfiguration but
@@ -90,12 +89,13 @@ var fieldStatuses = []FieldStatus{
 		Note: "Period of the pods' resync, and the longest age (at most 1m) of a cached ConfigMap or Secret. No test sets it and checks its effect."},
 	{Path: "fileCheckFrequency", Status: Honoured, Note: "Period of the static pod directory's rescan.",
 		Test: "internal/source/file TestSourceFollowsTheDirectory (its Period)"},
-	{Path: "httpCheckFrequency", Status: Refused, Why: whyStaticPodURL,
-		Note: "Only used with staticPodURL, which is not implemented.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "staticPodURL", Status: Refused, Why: whyStaticPodURL,
-		Note: "Static pods come from staticPodPath only.", Test: "TestUnsupportedFieldsRefused"},
-	{Path: "staticPodURLHeader", Status: Refused, Why: whyStaticPodURL,
-		Note: "Only used with staticPodURL, which is not implemented.", Test: "TestUnsupportedFieldsRefused"},
+	{Path: "httpCheckFrequency", Status: Honoured, Note: "Period of the manifest URL's polling; must be positive with a staticPodURL.",
+		Test: "internal/source/manifesturl TestRunPolls; e2e TestClusterStaticPodsFromURL"},
+	{Path: "staticPodURL", Status: Honoured,
+		Note: "Static pods read from this http(s) URL (upstream's \"http\" source): a Pod, a PodList or several documents, GET at start and every httpCheckFrequency; failed reads keep the last answer's pods, an empty answer removes them. Mirrored like file pods.",
+		Test: "internal/source/manifesturl TestPoll; e2e TestClusterStaticPodsFromURL"},
+	{Path: "staticPodURLHeader", Status: Honoured, Note: "Headers of every GET of staticPodURL (all values of a name, in order).",
+		Test: "internal/source/manifesturl TestPoll; e2e TestClusterStaticPodsFromURL"},
 	{Path: "address", Status: Honoured, Note: "Listen address of the kubelet API (and of the read-only port). No test sets it."},
 	{Path: "port", Status: Honoured, Note: "Port of the kubelet API, reported in the node's daemonEndpoints.",
 		Test: "e2e TestKubeletAPIThroughKubectl (the framework's port)"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/nodelet/nodelet/internal/podresources"
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/source/file"
+	"github.com/nodelet/nodelet/internal/source/manifesturl"
 	"github.com/nodelet/nodelet/internal/syncloop"
 )
 
@@ -188,6 +190,17 @@ func (n *Nodelet) startSources(ctx context.Context, in *syncloop.Inputs) error {
 	} else {
 		n.main.Seen(syncloop.SourceFile)
 	}
+	if cfg.StaticPodURL != "" {
+		src, err := manifesturl.New(manifesturl.Config{URL: cfg.StaticPodURL, Header: manifestURLHeader(cfg.StaticPodURLHeader),
+			NodeName: n.opts.NodeName, Period: cfg.HTTPCheckFrequency.Duration, Clock: n.clock})
+		if err != nil {
+			return err
+		}
+		loops = append(loops, lifecycle.Loop{Name: "static-pods-url", Run: src.Run})
+		in.HTTP = src.Updates()
+	} else {
+		n.main.Seen(syncloop.SourceHTTP)
+	}
 	if n.apiSource != nil {
 		loops = append(loops, lifecycle.Loop{Name: "api-pods", Run: n.apiSource.Run})
 		in.API, in.Mirrors = n.apiSource.Events(), n.apiSource.Mirrors()
@@ -195,6 +208,21 @@ func (n *Nodelet) startSources(ctx context.Context, in *syncloop.Inputs) error {
 		n.main.Seen(syncloop.SourceAPI)
 	}
 	return n.loops.Start(ctx, loops...)
+}
+
+// manifestURLHeader is staticPodURLHeader as upstream sends it: every
+// value of a name, in order.
+func manifestURLHeader(m map[string][]string) http.Header {
+	if len(m) == 0 {
+		return nil
+	}
+	h := http.Header{}
+	for name, values := range m {
+		for _, v := range values {
+			h.Add(name, v)
+		}
+	}
+	return h
 }
 
 // nodeAddresses are the addresses the node reports (its IPs, its name).

@@ -23,15 +23,30 @@ const (
 	ConfigFirstSeenAnnotationKey = "kubernetes.io/config.seen"
 
 	FileSource      = "file"
+	HTTPSource      = "http"
 	APIServerSource = "api"
 )
 
-// ApplyStaticDefaults makes a pod read from a file into the pod the upstream
-// kubelet would run: a UID derived from its content, the node and the file
-// (unless the manifest sets one), the name suffixed with the node name, the
-// default namespace, spec.nodeName, the source and hash annotations and a
-// toleration of every NoExecute taint. It then applies the API defaults.
-func ApplyStaticDefaults(pod *v1.Pod, path, nodeName string) error {
+// Origin is where a static pod's manifest was read: a file of the static
+// pod directory or the manifest URL.
+type Origin struct {
+	// Source is FileSource or HTTPSource.
+	Source string
+	// Location is the file's path or the URL.
+	Location string
+}
+
+// ApplyStaticDefaults makes a pod read from a manifest into the pod the
+// upstream kubelet would run: a UID derived from its content and origin
+// (for a file, also the node; unless the manifest sets one), the name
+// suffixed with the node name, the default namespace, spec.nodeName, the
+// source and hash annotations and, for a file, a toleration of every
+// NoExecute taint (upstream gives it to file pods only). It then applies
+// the API defaults.
+func ApplyStaticDefaults(pod *v1.Pod, from Origin, nodeName string) error {
+	if from.Source != FileSource && from.Source != HTTPSource {
+		return fmt.Errorf("static pod source %q is neither %q nor %q", from.Source, FileSource, HTTPSource)
+	}
 	if pod.UID == "" {
 		raw, err := json.Marshal(pod)
 		if err != nil {
@@ -39,8 +54,12 @@ func ApplyStaticDefaults(pod *v1.Pod, path, nodeName string) error {
 		}
 		h := md5.New() //nolint:gosec
 		h.Write(raw)
-		fmt.Fprintf(h, "host:%s", nodeName)
-		fmt.Fprintf(h, "file:%s", path)
+		if from.Source == FileSource {
+			fmt.Fprintf(h, "host:%s", nodeName)
+			fmt.Fprintf(h, "file:%s", from.Location)
+		} else {
+			fmt.Fprintf(h, "url:%s", from.Location)
+		}
 		pod.UID = types.UID(hex.EncodeToString(h.Sum(nil)))
 	}
 	pod.Name = pod.Name + "-" + strings.ToLower(nodeName)
@@ -52,8 +71,10 @@ func ApplyStaticDefaults(pod *v1.Pod, path, nodeName string) error {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[ConfigHashAnnotationKey] = string(pod.UID)
-	pod.Annotations[ConfigSourceAnnotationKey] = FileSource
-	addNoExecuteToleration(pod)
+	pod.Annotations[ConfigSourceAnnotationKey] = from.Source
+	if from.Source == FileSource {
+		addNoExecuteToleration(pod)
+	}
 	pod.Status = v1.PodStatus{Phase: v1.PodPending}
 	SetDefaults(pod)
 	return nil
@@ -69,9 +90,11 @@ func addNoExecuteToleration(pod *v1.Pod) {
 	pod.Spec.Tolerations = append(pod.Spec.Tolerations, want)
 }
 
-// IsStatic reports whether a pod came from a file rather than the API server.
+// IsStatic reports whether a pod came from a manifest (a file or the
+// manifest URL) rather than the API server.
 func IsStatic(pod *v1.Pod) bool {
-	return pod.Annotations[ConfigSourceAnnotationKey] == FileSource
+	s := pod.Annotations[ConfigSourceAnnotationKey]
+	return s == FileSource || s == HTTPSource
 }
 
 // SystemCriticalPriority is the priority from which a pod is critical

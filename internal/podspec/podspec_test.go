@@ -65,10 +65,10 @@ func TestApplyStaticDefaults(t *testing.T) {
 		return &v1.Pod{ObjectMeta: metaName("web"), Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox:1.36"}}}}
 	}
 	a, b := mk(), mk()
-	if err := ApplyStaticDefaults(a, "/etc/m/web.yaml", "Node-1"); err != nil {
+	if err := ApplyStaticDefaults(a, Origin{FileSource, "/etc/m/web.yaml"}, "Node-1"); err != nil {
 		t.Fatal(err)
 	}
-	_ = ApplyStaticDefaults(b, "/etc/m/web.yaml", "Node-1")
+	_ = ApplyStaticDefaults(b, Origin{FileSource, "/etc/m/web.yaml"}, "Node-1")
 	if a.UID == "" || a.UID != b.UID {
 		t.Errorf("UID not deterministic: %q vs %q", a.UID, b.UID)
 	}
@@ -92,7 +92,7 @@ func TestApplyStaticDefaults(t *testing.T) {
 		"node": func() (*v1.Pod, string, string) { return mk(), "/etc/m/web.yaml", "node-2" },
 	} {
 		p, path, node := mutate()
-		_ = ApplyStaticDefaults(p, path, node)
+		_ = ApplyStaticDefaults(p, Origin{FileSource, path}, node)
 		if p.UID == a.UID {
 			t.Errorf("changing the %s kept the UID", name)
 		}
@@ -100,9 +100,45 @@ func TestApplyStaticDefaults(t *testing.T) {
 	// A UID in the manifest is kept.
 	c := mk()
 	c.UID = "given"
-	_ = ApplyStaticDefaults(c, "/x", "n")
+	_ = ApplyStaticDefaults(c, Origin{FileSource, "/x"}, "n")
 	if c.UID != "given" {
 		t.Errorf("manifest UID replaced: %q", c.UID)
+	}
+}
+
+// TestApplyStaticDefaultsFromURL: as upstream's URL source, a pod read from
+// the manifest URL is annotated "http", its UID hashes the URL and not the
+// node, and it gets no NoExecute toleration; a pod of another source is
+// refused.
+func TestApplyStaticDefaultsFromURL(t *testing.T) {
+	mk := func() *v1.Pod {
+		return &v1.Pod{ObjectMeta: metaName("web"), Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox:1.36"}}}}
+	}
+	url := Origin{HTTPSource, "http://127.0.0.1:8080/pods"}
+	a, b, other, file := mk(), mk(), mk(), mk()
+	if err := ApplyStaticDefaults(a, url, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	_ = ApplyStaticDefaults(b, url, "node-2")
+	_ = ApplyStaticDefaults(other, Origin{HTTPSource, "http://127.0.0.1:8080/other"}, "node-1")
+	_ = ApplyStaticDefaults(file, Origin{FileSource, url.Location}, "node-1")
+	if a.UID != b.UID {
+		t.Errorf("the node fed a URL pod's UID: %q vs %q", a.UID, b.UID)
+	}
+	if a.UID == other.UID || a.UID == file.UID {
+		t.Errorf("the URL or the source did not feed the UID")
+	}
+	if a.Name != "web-node-1" || a.Annotations[ConfigSourceAnnotationKey] != "http" || a.Annotations[ConfigHashAnnotationKey] != string(a.UID) {
+		t.Errorf("name %q, annotations %v", a.Name, a.Annotations)
+	}
+	if len(a.Spec.Tolerations) != 0 {
+		t.Errorf("a URL pod got tolerations: %v", a.Spec.Tolerations)
+	}
+	if !IsStatic(a) || !IsStatic(file) || !IsCritical(a) {
+		t.Errorf("URL and file pods are static and critical pods")
+	}
+	if err := ApplyStaticDefaults(mk(), Origin{APIServerSource, "x"}, "n"); err == nil {
+		t.Errorf("an api pod was given static defaults")
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 // Source names in the pod manager.
 const (
 	SourceFile = "file"
+	SourceHTTP = "http"
 	SourceAPI  = "api"
 )
 
@@ -177,6 +178,7 @@ func (l *Loop) LastTurn() time.Time { return time.Unix(0, l.lastTurn.Load()) }
 // configured.
 type Inputs struct {
 	File    <-chan []*v1.Pod
+	HTTP    <-chan []*v1.Pod
 	API     <-chan apiserver.Event
 	Mirrors <-chan *v1.Pod
 	PLEG    <-chan *pleg.Event
@@ -200,6 +202,9 @@ func (l *Loop) Run(ctx context.Context, in Inputs) error {
 		case pods := <-in.File:
 			l.apply(ctx, l.cfg.Pods.Set(SourceFile, pods))
 			l.Seen(SourceFile)
+		case pods := <-in.HTTP:
+			l.apply(ctx, l.cfg.Pods.Set(SourceHTTP, pods))
+			l.Seen(SourceHTTP)
 		case e := <-in.API:
 			l.applyAPI(ctx, e)
 		case mp := <-in.Mirrors:
@@ -217,10 +222,10 @@ func (l *Loop) Run(ctx context.Context, in Inputs) error {
 }
 
 // Seen records that a source sent its whole set once (or is not
-// configured); SourcesReady is closed once both were.
+// configured); SourcesReady is closed once all three were.
 func (l *Loop) Seen(source string) {
 	l.sourcesSeen[source] = true
-	if l.sourcesSeen[SourceFile] && l.sourcesSeen[SourceAPI] {
+	if l.sourcesSeen[SourceFile] && l.sourcesSeen[SourceHTTP] && l.sourcesSeen[SourceAPI] {
 		l.cfg.SourcesReady.Close()
 	}
 }

@@ -229,11 +229,16 @@ func TestApply(t *testing.T) {
 	}
 	<-h.recorder.Events
 
-	// A static pod: the file source's set makes the sources ready.
+	// A static pod: the file source's set, then the URL's, make the
+	// sources ready.
 	l.apply(ctx, l.cfg.Pods.Set(SourceFile, []*v1.Pod{pod("static", 4)}))
 	l.Seen(SourceFile)
+	if l.cfg.SourcesReady.IsReady() {
+		t.Error("sources ready before the manifest URL's was seen")
+	}
+	l.Seen(SourceHTTP)
 	if !l.cfg.SourcesReady.IsReady() {
-		t.Error("sources not ready after both were seen")
+		t.Error("sources not ready after all three were seen")
 	}
 	h.workers.take()
 
@@ -332,6 +337,7 @@ func TestHousekeeping(t *testing.T) {
 		t.Fatalf("housekeeping before the sources were seen: %v, removed %v", got, h.dirs.removed)
 	}
 	l.Seen(SourceFile)
+	l.Seen(SourceHTTP)
 	l.Seen(SourceAPI)
 	l.housekeeping(ctx)
 	if got, want := h.workers.take(), []string{"terminate runtime:stray", "forget finished-gone"}; !slices.Equal(got, want) {

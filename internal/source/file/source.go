@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/podspec"
+	"github.com/nodelet/nodelet/internal/source/manifest"
 )
 
 // Config configures a Source.
@@ -267,7 +268,7 @@ func (s *Source) load(logger klog.Logger, path string, st *fileState) {
 	var pods []*v1.Pod
 	var warnings []string
 	if err == nil {
-		pods, warnings, err = DecodeManifest(data, path, s.cfg.NodeName)
+		pods, warnings, err = manifest.Decode(data, podspec.Origin{Source: podspec.FileSource, Location: path}, s.cfg.NodeName)
 	}
 	if err != nil {
 		if msg := err.Error(); msg != st.err {

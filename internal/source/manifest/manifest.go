@@ -1,4 +1,4 @@
-package file
+package manifest
 
 import (
 	"bufio"
@@ -14,9 +14,10 @@ import (
 	"github.com/nodelet/nodelet/internal/podspec"
 )
 
-// DecodeManifest turns the bytes of one manifest file into defaulted, valid
-// static pods. warnings lists fields that were ignored (unknown to v1.Pod).
-func DecodeManifest(data []byte, path, nodeName string) (pods []*v1.Pod, warnings []string, err error) {
+// Decode turns the bytes of one manifest (a file's or the manifest URL's
+// answer) into defaulted, valid static pods. warnings lists fields that were
+// ignored (unknown to v1.Pod).
+func Decode(data []byte, from podspec.Origin, nodeName string) (pods []*v1.Pod, warnings []string, err error) {
 	docs, err := splitDocuments(data)
 	if err != nil {
 		return nil, nil, err
@@ -36,7 +37,7 @@ func DecodeManifest(data []byte, path, nodeName string) (pods []*v1.Pod, warning
 		pods = append(pods, got...)
 	}
 	for _, pod := range pods {
-		if err := podspec.ApplyStaticDefaults(pod, path, nodeName); err != nil {
+		if err := podspec.ApplyStaticDefaults(pod, from, nodeName); err != nil {
 			return nil, nil, err
 		}
 		if err := podspec.ValidationError(podspec.Validate(pod)); err != nil {
