@@ -65,6 +65,7 @@ func main() {
 		os.Exit(2)
 	}
 	defer flushLogs()
+	config.LogEffective(ctx, &opts.Config)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	n, err := nodelet.New(ctx, nodelet.Config{Options: opts})

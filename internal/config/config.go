@@ -1157,3 +1157,21 @@ func GateOn(c *kubeletv1beta1.KubeletConfiguration, name string) bool {
 	}
 	return upstreamGates[name].def
 }
+
+// LogEffective logs the resolved configuration as upstream does at start
+// ("Effective KubeletConfiguration", the v1beta1 YAML /configz serves),
+// staticPodURLHeader's values masked.
+func LogEffective(ctx context.Context, c *kubeletv1beta1.KubeletConfiguration) {
+	logger := klog.FromContext(ctx)
+	safe := c.DeepCopy()
+	for k := range safe.StaticPodURLHeader {
+		safe.StaticPodURLHeader[k] = []string{"<masked>"}
+	}
+	safe.APIVersion, safe.Kind = kubeletv1beta1.SchemeGroupVersion.String(), "KubeletConfiguration"
+	data, err := yaml.Marshal(safe)
+	if err != nil {
+		logger.Error(err, "Failed to marshal effective KubeletConfiguration for logging")
+		return
+	}
+	logger.Info("Effective KubeletConfiguration", "config", string(data))
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 )
 
 // --config-dir as upstream: defaults, then --config, then the .conf
@@ -181,5 +185,32 @@ featureGates:
 	}
 	if f := c.FeatureGates; f["PodAndContainerStatsFromCRI"] || !f["DynamicResourceAllocation"] || !f["KubeletServiceAccountTokenForCredentialProviders"] {
 		t.Errorf("featureGates %v", f)
+	}
+}
+
+// TestLogEffective: upstream's startup dump of the effective
+// configuration, which its node e2e "should dump the effective
+// KubeletConfiguration to the kubelet log at startup" greps for, the
+// headers' values masked.
+func TestLogEffective(t *testing.T) {
+	o, err := Parse(context.Background(), []string{"--hostname-override", "n", "--event-burst", "101",
+		"--manifest-url", "http://127.0.0.1/pods", "--manifest-url-header", "Authorization:secret-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	ctx := klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
+	LogEffective(ctx, &o.Config)
+	out := buf.String()
+	for _, want := range []string{"Effective KubeletConfiguration", "kind: KubeletConfiguration", "eventBurst: 101", "<masked>"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "secret-token") {
+		t.Errorf("the log shows staticPodURLHeader's value")
+	}
+	if o.Config.StaticPodURLHeader["Authorization"][0] != "secret-token" {
+		t.Errorf("LogEffective changed the configuration")
 	}
 }
