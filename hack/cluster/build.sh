@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kubelet for benchmarks) and etcd from the Go module
+# kube-scheduler, kubectl, kubelet for benchmarks), etcd and upstream's DRA
+# test driver (test/e2e/dra/test-driver: the kubelet plugin the DRA tests
+# run beside the agent, as dra-test-driver) from the Go module
 # proxy, through a wrapper module that replaces each staging module of
 # k8s.io/kubernetes with its published v0.x twin. Binaries are cached in
 # .cache/k8s/<version>/bin (git-ignored): a second run costs nothing.
@@ -15,7 +17,7 @@ CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
 
 have_all() {
 	local c
-	for c in "${CMDS[@]}" etcd; do [ -x "$BIN/$c" ] || return 1; done
+	for c in "${CMDS[@]}" etcd dra-test-driver; do [ -x "$BIN/$c" ] || return 1; done
 }
 if have_all; then
 	exit 0
@@ -52,6 +54,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/test/e2e/dra/test-driver"
 )
 GO
 	cat >"$WRAP/cmd/etcd/main.go" <<GO
@@ -80,5 +83,16 @@ if [ ! -x "$BIN/etcd" ]; then
 	log "building etcd"
 	(cd "$WRAP" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" ./cmd/etcd) || die "building etcd failed"
 	mv "$BIN/etcd.tmp" "$BIN/etcd"
+fi
+if [ ! -x "$BIN/dra-test-driver" ]; then
+	log "building upstream's DRA test driver (test/e2e/dra/test-driver)"
+	if ! grep -q test/e2e/dra/test-driver "$WRAP/tools.go"; then
+		# A wrapper module prepared before the driver was one of its tools.
+		sed -i 's|^\t_ "k8s.io/kubernetes/cmd/kubelet"$|&\n\t_ "k8s.io/kubernetes/test/e2e/dra/test-driver"|' "$WRAP/tools.go"
+		(cd "$WRAP" && go mod tidy) || die "go mod tidy of the wrapper module failed"
+	fi
+	(cd "$WRAP" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/dra-test-driver.tmp" k8s.io/kubernetes/test/e2e/dra/test-driver) ||
+		die "building the DRA test driver failed"
+	mv "$BIN/dra-test-driver.tmp" "$BIN/dra-test-driver"
 fi
 log "control plane binaries in $BIN"

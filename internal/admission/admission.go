@@ -97,10 +97,10 @@ func failures(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) []failure {
 	if n := int64(len(admitted)) + 1; alloc.Pods().Value() > 0 && n > alloc.Pods().Value() {
 		short(Insufficient{Resource: v1.ResourcePods, Requested: 1, Used: int64(len(admitted)), Capacity: alloc.Pods().Value()})
 	}
-	want := PodRequests(pod)
+	want := PodRequests(withoutDRABacked(pod))
 	used := v1.ResourceList{}
 	for _, p := range admitted {
-		for name, q := range PodRequests(p) {
+		for name, q := range PodRequests(withoutDRABacked(p)) {
 			podspec.AddResource(used, name, q)
 		}
 	}
@@ -139,6 +139,35 @@ func failures(node *v1.Node, pod *v1.Pod, admitted []*v1.Pod) []failure {
 		}
 	}
 	return out
+}
+
+// withoutDRABacked is the pod without the extended resource requests the
+// scheduler satisfied through its extended resource claim
+// (status.extendedResourceClaimStatus, DRAExtendedResource): those are
+// prepared by the DRA manager, not counted against allocatable (upstream's
+// removeMissingExtendedResources). The pod itself when it has none.
+func withoutDRABacked(pod *v1.Pod) *v1.Pod {
+	s := pod.Status.ExtendedResourceClaimStatus
+	if s == nil || len(s.RequestMappings) == 0 {
+		return pod
+	}
+	backed := map[string]bool{} // container/resource
+	for _, m := range s.RequestMappings {
+		backed[m.ContainerName+"/"+m.ResourceName] = true
+	}
+	cp := pod.DeepCopy()
+	strip := func(cs []v1.Container) {
+		for i := range cs {
+			for name := range cs[i].Resources.Requests {
+				if backed[cs[i].Name+"/"+string(name)] {
+					delete(cs[i].Resources.Requests, name)
+				}
+			}
+		}
+	}
+	strip(cp.Spec.InitContainers)
+	strip(cp.Spec.Containers)
+	return cp
 }
 
 // checkedResources are the resources admission compares with allocatable:

@@ -44,6 +44,15 @@ func dev(n string) func(*v1.Pod) {
 	}
 }
 
+// draBacked says the scheduler satisfied container's example.com/dev with
+// the pod's extended resource claim (DRAExtendedResource).
+func draBacked(container string) func(*v1.Pod) {
+	return func(p *v1.Pod) {
+		p.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "p-extended-resources-abcde",
+			RequestMappings: []v1.ContainerExtendedResourceRequest{{ContainerName: container, ResourceName: "example.com/dev", RequestName: "container-0-request-0"}}}
+	}
+}
+
 func TestAdmit(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -84,6 +93,10 @@ func TestAdmit(t *testing.T) {
 		{"extended resource fits", pod("", dev("1")), []*v1.Pod{pod("", dev("1"))}, "", ""},
 		{"out of an extended resource", pod("", dev("1")), []*v1.Pod{pod("", dev("2"))}, "OutOfexample.com/dev",
 			"Node didn't have enough resource: example.com/dev, requested: 1, used: 2, capacity: 2"},
+		{"DRA-backed extended resource not counted", pod("", dev("2"), draBacked("c")), []*v1.Pod{pod("", dev("2"))}, "", ""},
+		{"DRA-backed in another container only", pod("", dev("2"), draBacked("other")), []*v1.Pod{pod("", dev("2"))}, "OutOfexample.com/dev",
+			"Node didn't have enough resource: example.com/dev, requested: 2, used: 2, capacity: 2"},
+		{"an admitted pod's DRA-backed requests not counted", pod("", dev("2")), []*v1.Pod{pod("", dev("2"), draBacked("c"))}, "", ""},
 		{"cluster-level extended resource not checked", pod("", func(p *v1.Pod) {
 			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{"example.com/quota": resource.MustParse("5")}
 		}), nil, "", ""},

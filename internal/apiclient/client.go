@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	nodev1 "k8s.io/client-go/kubernetes/typed/node/v1"
+	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
 	storagev1 "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -23,8 +24,9 @@ import (
 // ConfigMaps, Secrets, tokens, Services, PVCs, PVs), coordination (the
 // node's Lease), authentication and authorization (the kubelet API's
 // TokenReviews and SubjectAccessReviews), certificates
-// (ClusterTrustBundles, for projected volumes), node (RuntimeClasses) and
-// storage (CSIDrivers, CSINodes, VolumeAttachments). The fake clientset
+// (ClusterTrustBundles, for projected volumes), node (RuntimeClasses),
+// storage (CSIDrivers, CSINodes, VolumeAttachments) and resource
+// (ResourceClaims, ResourceSlices: DRA). The fake clientset
 // (k8s.io/client-go/kubernetes/fake) satisfies it.
 type Interface interface {
 	CoreV1() corev1.CoreV1Interface
@@ -34,6 +36,7 @@ type Interface interface {
 	CertificatesV1() certificatesv1.CertificatesV1Interface
 	NodeV1() nodev1.NodeV1Interface
 	StorageV1() storagev1.StorageV1Interface
+	ResourceV1() resourcev1.ResourceV1Interface
 }
 
 var _ Interface = kubernetes.Interface(nil)
@@ -47,6 +50,7 @@ type groups struct {
 	certs certificatesv1.CertificatesV1Interface
 	node  nodev1.NodeV1Interface
 	store storagev1.StorageV1Interface
+	res   resourcev1.ResourceV1Interface
 }
 
 // NewForConfig builds the groups' clients for rc.
@@ -74,6 +78,9 @@ func NewForConfig(rc *rest.Config) (Interface, error) {
 	if c.store, err = storagev1.NewForConfig(rc); err != nil {
 		return nil, err
 	}
+	if c.res, err = resourcev1.NewForConfig(rc); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -84,6 +91,7 @@ func (c *groups) AuthorizationV1() authorizationv1.AuthorizationV1Interface    {
 func (c *groups) CertificatesV1() certificatesv1.CertificatesV1Interface       { return c.certs }
 func (c *groups) NodeV1() nodev1.NodeV1Interface                               { return c.node }
 func (c *groups) StorageV1() storagev1.StorageV1Interface                      { return c.store }
+func (c *groups) ResourceV1() resourcev1.ResourceV1Interface                   { return c.res }
 
 // LeaseClientset is c as the full clientset, for the one library that
 // takes one: component-helpers' lease controller, which calls

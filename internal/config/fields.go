@@ -388,6 +388,12 @@ var nodeletGates = map[string]bool{
 	// Off: no pod certificate manager; a podCertificate source fails the
 	// mount, naming the gate (volumes.ManagerConfig.PodCertificates).
 	"PodCertificateRequest": true,
+	// On: an allocation whose results skip node operations is prepared as
+	// upstream; off, refused (dra.Config.OptionalNodeOperations).
+	"DRAOptionalNodeOperations": true,
+	// On: claims of the pod's PodGroup count as its own
+	// (dra.Config.PodGroupClaims).
+	"DRAWorkloadResourceClaims": true,
 }
 
 // gatesNodeletMatches are gates nodelet does not implement, with the value

@@ -21,6 +21,9 @@ type claimInfo struct {
 	state.ClaimInfoState
 	prepared    bool
 	unpreparing bool
+	// preparing is closed when the call preparing the claim is done
+	// (nil when none is).
+	preparing chan struct{}
 }
 
 // newClaimInfo is the info of an allocated claim (upstream's

@@ -12,7 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -25,10 +25,17 @@ import (
 // active are unprepared (upstream's defaultReconcilePeriod).
 const DefaultReconcilePeriod = 60 * time.Second
 
+// Client is the API group the DRA side of the node uses: ResourceClaims
+// (read) and ResourceSlices (deleted for drivers gone). The clientset and
+// nodelet's apiclient.Interface satisfy it.
+type Client interface {
+	ResourceV1() resourcev1.ResourceV1Interface
+}
+
 // Config configures a Manager.
 type Config struct {
 	// Client reads the pods' ResourceClaims. Required.
-	Client kubernetes.Interface
+	Client Client
 	// Dir holds the checkpoint (the root directory). Required.
 	Dir string
 	// Plugins are the drivers' plugins. Required.
@@ -61,6 +68,9 @@ type Manager struct {
 	cfg     Config
 	cache   *claimCache
 	metrics *metrics
+	// waiting, when set (tests), hears a call start waiting for another
+	// pod's preparation of a claim.
+	waiting func()
 }
 
 // New returns the manager, its claims read from the checkpoint.
@@ -222,47 +232,38 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 	}
 
 	// The claims join the cache with the pod's reference, checkpointed
-	// before any driver is called.
-	batches := map[*Plugin][]*drapb.Claim{}
-	pending := map[types.UID]*resourceapi.ResourceClaim{}
-	err := func() error {
+	// before any driver is called. A claim another pod of the node is
+	// preparing at the same time is waited for, not prepared twice
+	// (upstream calls the driver once per pod then).
+	var batches map[*Plugin][]*drapb.Claim
+	var pending map[types.UID]*resourceapi.ResourceClaim
+	var mine []*claimInfo // the claims whose preparation this call owns
+	defer func() {
 		m.cache.mu.Lock()
 		defer m.cache.mu.Unlock()
-		for _, tp := range claims {
-			info, ok := m.cache.get(tp.claim.Namespace, tp.claim.Name)
-			if !ok {
-				info = tp.info
-				m.cache.claims[claimKey(info.Namespace, info.ClaimName)] = info
-			} else {
-				if info.ClaimUID != tp.claim.UID {
-					return fmt.Errorf("old ResourceClaim with same name %s and different UID %s still exists (previous pod force-deleted?!)", tp.claim.Name, info.ClaimUID)
-				}
-				if info.unpreparing {
-					return fmt.Errorf("ResourceClaim %s is being unprepared", tp.claim.Name)
-				}
-			}
-			info.PodUIDs.Insert(string(pod.UID))
-			if err := m.cache.store(); err != nil {
-				return fmt.Errorf("checkpoint ResourceClaim cache: %w", err)
-			}
-			if info.prepared {
-				logger.V(5).Info("Resources already prepared", "claim", klog.KObj(tp.claim))
-				continue
-			}
-			pending[info.ClaimUID] = tp.claim
-			req := &drapb.Claim{Namespace: info.Namespace, Uid: string(info.ClaimUID), Name: info.ClaimName}
-			for driver, ds := range info.DriverState {
-				if ds.Skips(resourceapi.SkipNodeOperationNodePrepareResources) {
-					m.metrics.prepareSkips.WithLabelValues(driver).Inc()
-					continue
-				}
-				batches[tp.plugins[driver]] = append(batches[tp.plugins[driver]], req)
-			}
+		for _, info := range mine {
+			close(info.preparing)
+			info.preparing = nil
 		}
-		return nil
 	}()
-	if err != nil {
-		return err
+	for {
+		var busy chan struct{}
+		batches, pending = map[*Plugin][]*drapb.Claim{}, map[types.UID]*resourceapi.ResourceClaim{}
+		err := m.register(logger, pod, claims, batches, pending, &mine, &busy)
+		if err != nil {
+			return err
+		}
+		if busy == nil {
+			break
+		}
+		if m.waiting != nil {
+			m.waiting()
+		}
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 
 	for plugin, reqs := range batches {
@@ -312,6 +313,59 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 	}
 	if len(pending) > 0 {
 		logger.V(2).Info("Prepared the pod's ResourceClaims", "claims", len(pending), "drivers", len(batches))
+	}
+	return nil
+}
+
+// register adds the pod's reference to its claims (new claims join the
+// cache) and checkpoints, and puts the claims not prepared yet in the
+// drivers' batches, their preparation owned (mine) until prepare returns.
+// When a claim is being prepared by another call, nothing changes and busy
+// is the channel closed once that call is done.
+func (m *Manager) register(logger klog.Logger, pod *v1.Pod, claims []toPrepare, batches map[*Plugin][]*drapb.Claim,
+	pending map[types.UID]*resourceapi.ResourceClaim, mine *[]*claimInfo, busy *chan struct{}) error {
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	for _, tp := range claims {
+		if info, ok := m.cache.get(tp.claim.Namespace, tp.claim.Name); ok && !info.prepared && info.preparing != nil {
+			*busy = info.preparing
+			return nil
+		}
+	}
+	for _, tp := range claims {
+		info, ok := m.cache.get(tp.claim.Namespace, tp.claim.Name)
+		if !ok {
+			info = tp.info
+			m.cache.claims[claimKey(info.Namespace, info.ClaimName)] = info
+		} else {
+			if info.ClaimUID != tp.claim.UID {
+				return fmt.Errorf("old ResourceClaim with same name %s and different UID %s still exists (previous pod force-deleted?!)", tp.claim.Name, info.ClaimUID)
+			}
+			if info.unpreparing {
+				return fmt.Errorf("ResourceClaim %s is being unprepared", tp.claim.Name)
+			}
+		}
+		info.PodUIDs.Insert(string(pod.UID))
+		if err := m.cache.store(); err != nil {
+			return fmt.Errorf("checkpoint ResourceClaim cache: %w", err)
+		}
+		if info.prepared {
+			logger.V(5).Info("Resources already prepared", "claim", klog.KObj(tp.claim))
+			continue
+		}
+		pending[info.ClaimUID] = tp.claim
+		if info.preparing == nil {
+			info.preparing = make(chan struct{})
+			*mine = append(*mine, info)
+		}
+		req := &drapb.Claim{Namespace: info.Namespace, Uid: string(info.ClaimUID), Name: info.ClaimName}
+		for driver, ds := range info.DriverState {
+			if ds.Skips(resourceapi.SkipNodeOperationNodePrepareResources) {
+				m.metrics.prepareSkips.WithLabelValues(driver).Inc()
+				continue
+			}
+			batches[tp.plugins[driver]] = append(batches[tp.plugins[driver]], req)
+		}
 	}
 	return nil
 }

@@ -29,10 +29,17 @@ type countingDriver struct {
 	drapbv1.UnimplementedDRAPluginServer
 	prepares, unprepares atomic.Int32
 	fail                 string
+	// hold, when set, blocks NodePrepareResources until closed; called
+	// is told of each call first.
+	hold, called chan struct{}
 }
 
 func (d *countingDriver) NodePrepareResources(_ context.Context, req *drapbv1.NodePrepareResourcesRequest) (*drapbv1.NodePrepareResourcesResponse, error) {
 	d.prepares.Add(1)
+	if d.hold != nil {
+		d.called <- struct{}{}
+		<-d.hold
+	}
 	out := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{}}
 	for _, c := range req.Claims {
 		if d.fail != "" {
@@ -256,5 +263,42 @@ func TestExtendedResourceClaim(t *testing.T) {
 	}
 	if got, err := e.m.ContainerCDIDevices(p, &p.Spec.Containers[0]); err != nil || strings.Join(got, ",") != "gpu.example.com/nic=nic-0" {
 		t.Errorf("extended resource devices: %v %v", got, err)
+	}
+}
+
+// TestPrepareConcurrentPods: two pods sharing a claim prepared at the same
+// time: the second waits for the first's preparation instead of calling
+// the driver again (upstream calls it once per pod then).
+func TestPrepareConcurrentPods(t *testing.T) {
+	a, b := claimPod("a", "shared", "gpu"), claimPod("b", "shared", "gpu")
+	e := newDRAEnv(t, claimFor("shared", a, b))
+	e.driver.hold, e.driver.called = make(chan struct{}), make(chan struct{}, 2)
+	waiting := make(chan struct{}, 1)
+	e.m.waiting = func() { waiting <- struct{}{} }
+	ctx := context.Background()
+	errs := make(chan error, 2)
+	go func() { errs <- e.m.PrepareResources(ctx, a) }()
+	<-e.driver.called // a is in the driver
+	go func() { errs <- e.m.PrepareResources(ctx, b) }()
+	select {
+	case <-waiting:
+	case <-e.driver.called:
+		t.Fatal("the driver was called again for a claim being prepared")
+	case <-time.After(10 * time.Second):
+		t.Fatal("pod b neither waited nor called the driver")
+	}
+	close(e.driver.hold)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.driver.prepares.Load(); n != 1 {
+		t.Errorf("%d NodePrepareResources calls, want 1", n)
+	}
+	for _, p := range []*v1.Pod{a, b} {
+		if got, err := e.m.ContainerCDIDevices(p, &p.Spec.Containers[0]); err != nil || len(got) != 1 {
+			t.Errorf("pod %s's CDI devices %v %v", p.Name, got, err)
+		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
@@ -41,7 +40,7 @@ var ServicesSupported = []string{drapbv1.DRAPluginService, drapbv1beta1.DRAPlugi
 // PluginsConfig configures Plugins.
 type PluginsConfig struct {
 	// Client deletes the ResourceSlices of drivers gone (none when nil).
-	Client kubernetes.Interface
+	Client Client
 	// NodeName is this node's name. Required with Client.
 	NodeName string
 	// WipingDelay defaults to DefaultWipingDelay.

@@ -85,6 +85,16 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		}
 		cdi = dp.CDIDevices
 	}
+	if m.cfg.DRA != nil {
+		// As upstream: the claims' CDI devices after the device plugins'.
+		ids, err := m.cfg.DRA.ContainerCDIDevices(pod, c)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			cdi = append(cdi, &runtimeapi.CDIDevice{Name: id})
+		}
+	}
 	if !mountedAt(mounts, "/etc/hosts") {
 		hosts, err := m.etcHostsMount(pod, facts.PodIPs)
 		if err != nil {

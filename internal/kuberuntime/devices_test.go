@@ -2,9 +2,12 @@ package kuberuntime
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 )
@@ -73,5 +76,72 @@ func TestContainerConfigCPUs(t *testing.T) {
 		if got, wantMems := cfg.Linux.Resources.GetCpusetMems(), map[string]string{"2-3": "0-1"}[want]; got != wantMems {
 			t.Errorf("%s: cpuset.mems %q, want %q", pod.Spec.Containers[i].Name, got, wantMems)
 		}
+	}
+}
+
+// fakeDRA fails PrepareResources while err is set and gives every
+// container the CDI IDs ids.
+type fakeDRA struct {
+	err      error
+	prepared int
+	ids      []string
+}
+
+func (f *fakeDRA) PrepareResources(context.Context, *v1.Pod) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.prepared++
+	return nil
+}
+
+func (f *fakeDRA) ContainerCDIDevices(*v1.Pod, *v1.Container) ([]string, error) { return f.ids, nil }
+
+// TestSyncPodPreparesDynamicResources: as upstream, the pod's claims are
+// prepared before its sandbox: a failure is an event
+// (FailedPrepareDynamicResources) and a failed sync with no sandbox; once
+// prepared, the containers get the claims' CDI devices after the device
+// plugins'.
+func TestSyncPodPreparesDynamicResources(t *testing.T) {
+	m, rt, _ := newTestManager(t)
+	rec := record.NewFakeRecorder(10)
+	dra := &fakeDRA{err: errors.New(`DRA driver gpu.example.com is not registered`), ids: []string{"gpu.example.com/gpu=claim-1"}}
+	m.cfg.Recorder, m.cfg.DRA = rec, dra
+	m.cfg.DevicePlugins = fakeDevicePlugins{&runtimeapi.ContainerConfig{CDIDevices: []*runtimeapi.CDIDevice{{Name: "example.com/dev=d1"}}}}
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	ctx := context.Background()
+	st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.SyncPod(ctx, pod, st, PodEnv{})
+	if err == nil || !strings.Contains(err.Error(), "not registered") {
+		t.Fatalf("sync error %v, want the prepare's", err)
+	}
+	if w := res.Waiting["app"]; w.Reason != "ContainerCreating" {
+		t.Errorf("waiting %+v, want ContainerCreating", res.Waiting)
+	}
+	if len(rt.Sandboxes) != 0 {
+		t.Errorf("a sandbox was created before the claims were prepared")
+	}
+	if got := <-rec.Events; got != "Warning FailedPrepareDynamicResources Failed to prepare dynamic resources: DRA driver gpu.example.com is not registered" {
+		t.Errorf("event %q", got)
+	}
+
+	dra.err = nil
+	syncOnce(t, m, pod)
+	if dra.prepared != 1 || len(rt.Sandboxes) != 1 {
+		t.Fatalf("prepared %d times, %d sandboxes; want 1 and 1", dra.prepared, len(rt.Sandboxes))
+	}
+	cfg, err := m.containerConfig(ctx, pod, &pod.Spec.Containers[0], 0, "img", podFacts{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range cfg.CDIDevices {
+		names = append(names, d.Name)
+	}
+	if strings.Join(names, ",") != "example.com/dev=d1,gpu.example.com/gpu=claim-1" {
+		t.Errorf("CDI devices %v, want the plugin's then the claim's", names)
 	}
 }

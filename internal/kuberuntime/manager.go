@@ -122,6 +122,10 @@ type Config struct {
 	// DevicePlugins gives containers the devices assigned to them; nil
 	// gives none.
 	DevicePlugins DevicePlugins
+	// DRA prepares the pods' ResourceClaims before their sandboxes and
+	// gives containers their claims' CDI devices (dra.Manager); nil: no
+	// dynamic resources (pods with claims are refused at admission).
+	DRA DynamicResources
 	// UserNamespaces gives pods with hostUsers: false their user
 	// namespace's ID mappings (userns.Manager); nil refuses them.
 	UserNamespaces UserNamespaces
@@ -151,6 +155,13 @@ type ContainerCPUs interface {
 // UserNamespaces allocates the pods' user namespaces (userns.Manager).
 type UserNamespaces interface {
 	GetOrCreateUserNamespaceMappings(ctx context.Context, pod *v1.Pod, runtimeHandler string) (*runtimeapi.UserNamespace, error)
+}
+
+// DynamicResources are the DRA manager's answers: a pod's claims prepared
+// by their drivers, and the CDI devices of a container's claims.
+type DynamicResources interface {
+	PrepareResources(ctx context.Context, pod *v1.Pod) error
+	ContainerCDIDevices(pod *v1.Pod, c *v1.Container) ([]string, error)
 }
 
 // DevicePlugins is what a container's device plugin resources add to its

@@ -88,6 +88,18 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontaine
 		if err := os.MkdirAll(sandboxCfg.LogDirectory, 0o755); err != nil {
 			return res, err
 		}
+		if m.cfg.DRA != nil {
+			// As upstream: the claims are prepared before the sandbox;
+			// the sync fails (and is retried) until they are.
+			if err := m.cfg.DRA.PrepareResources(ctx, pod); err != nil {
+				m.event(pod, nil, v1.EventTypeWarning, "FailedPrepareDynamicResources", fmt.Sprintf("Failed to prepare dynamic resources: %v", err))
+				logger.Error(err, "Failed to prepare dynamic resources", "pod", klog.KObj(pod))
+				for _, i := range a.ContainersToStart {
+					res.Wait(pod.Spec.Containers[i].Name, kubecontainer.DefaultWaitingReason(pod), "")
+				}
+				return res, err
+			}
+		}
 		logger.V(2).Info("Creating pod sandbox", "pod", klog.KObj(pod), "attempt", a.Attempt)
 		handler, err := m.runtimeHandler(ctx, pod)
 		var id string

@@ -24,6 +24,7 @@ import (
 	"github.com/nodelet/nodelet/internal/credentialprovider"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/devicemanager"
+	"github.com/nodelet/nodelet/internal/dra"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/imagegc"
 	"github.com/nodelet/nodelet/internal/images"
@@ -224,6 +225,12 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		return err
 	}
 	rtCfg.DevicePlugins = n.devices
+	if n.client != nil {
+		if err := n.newDRA(); err != nil {
+			return err
+		}
+		rtCfg.DRA = n.dra
+	}
 	// The aligned compute resources counters: the topology manager's and
 	// the CPU manager's.
 	alignment := topologymanager.NewAlignmentMetrics(n.registerer)
@@ -309,7 +316,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 			return err
 		}
 		// Statuses go to the API, static pods get mirror pods.
-		ps.Mirrors, ps.Finisher, ps.Objects = n.mirrors, n.syncer, n.objects
+		ps.Mirrors, ps.Finisher, ps.Objects, ps.DRA = n.mirrors, n.syncer, n.objects, n.dra
 	}
 	ps.Tracer = n.tp.Tracer(tracing.InstrumentationScope)
 	chain := n.admissionChain()
@@ -550,4 +557,20 @@ func (n *Nodelet) registeredNodeObject() *v1.Node {
 		return nil
 	}
 	return n.nodeStatus.Node()
+}
+
+// newDRA builds the DRA drivers' registry and the claim manager (cluster
+// mode: claims live in the API server).
+func (n *Nodelet) newDRA() error {
+	cfg := &n.opts.Config
+	var err error
+	if n.draPlugins, err = dra.NewPlugins(dra.PluginsConfig{Client: n.client, NodeName: n.opts.NodeName,
+		Registerer: n.registerer}); err != nil {
+		return err
+	}
+	n.dra, err = dra.New(dra.Config{Client: n.client, Dir: n.opts.RootDir, Plugins: n.draPlugins,
+		ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() }, SourcesReady: n.sourcesReady.IsReady,
+		OptionalNodeOperations: config.GateOn(cfg, "DRAOptionalNodeOperations"), PodGroupClaims: config.GateOn(cfg, "DRAWorkloadResourceClaims"),
+		Registerer: n.registerer, Clock: n.clock})
+	return err
 }

@@ -67,13 +67,20 @@ func (n *Nodelet) sideLoops(ctx context.Context, rs internalapi.RuntimeService) 
 		csiNode = &csi.APINodeInfo{Client: n.client, NodeName: n.opts.NodeName, Registered: n.nodeStatus.Registered()}
 		csiHandler.NodeInfo = csiNode
 	}
-	watcher, err := pluginwatcher.New(pluginwatcher.Config{Dir: n.root.PluginsRegistry(), Clock: n.clock,
-		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: csiHandler}})
+	handlers := map[string]pluginwatcher.Handler{registerapi.CSIPlugin: csiHandler}
+	if n.draPlugins != nil {
+		handlers[registerapi.DRAPlugin] = n.draPlugins
+	}
+	watcher, err := pluginwatcher.New(pluginwatcher.Config{Dir: n.root.PluginsRegistry(), Clock: n.clock, Handlers: handlers})
 	if err != nil {
 		return nil, err
 	}
-	podResources, err := podresources.New(podresources.Config{Path: n.root.PodResourcesSocket(), Pods: podResourcesPods{n},
-		Devices: n.devices, CPUs: n.cpus, Memory: n.mems, Registerer: n.registerer})
+	prCfg := podresources.Config{Path: n.root.PodResourcesSocket(), Pods: podResourcesPods{n},
+		Devices: n.devices, CPUs: n.cpus, Memory: n.mems, Registerer: n.registerer}
+	if n.dra != nil {
+		prCfg.DynamicResources = n.dra
+	}
+	podResources, err := podresources.New(prCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +103,10 @@ func (n *Nodelet) sideLoops(ctx context.Context, rs internalapi.RuntimeService) 
 	}
 	if csiNode != nil {
 		loops = append(loops, lifecycle.Loop{Name: "csinode", Run: csiNode.RunCSINode})
+	}
+	if n.dra != nil {
+		loops = append(loops, lifecycle.Loop{Name: "dra-plugins", Run: n.draPlugins.Run},
+			lifecycle.Loop{Name: "dra-claims", Run: n.dra.Run})
 	}
 	api, err := n.apiServerLoops(rs)
 	if err != nil {

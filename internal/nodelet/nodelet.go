@@ -26,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cpumanager"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/devicemanager"
+	"github.com/nodelet/nodelet/internal/dra"
 	"github.com/nodelet/nodelet/internal/events"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/imagegc"
@@ -144,6 +145,8 @@ type Nodelet struct {
 	imageGC     *imagegc.Manager
 	containerGC *kuberuntime.GC
 	devices     *devicemanager.Manager
+	draPlugins  *dra.Plugins // cluster mode only
+	dra         *dra.Manager // cluster mode only
 	cpus        *cpumanager.Manager
 	mems        *memorymanager.Manager
 	topology    *topologymanager.Manager

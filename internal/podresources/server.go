@@ -65,6 +65,12 @@ type Memory interface {
 	AllocatableMemory() []*podresourcesv1.ContainerMemory
 }
 
+// DynamicResources gives the ResourceClaims' devices of containers (the
+// DRA manager). Nil: none.
+type DynamicResources interface {
+	ContainerDynamicResources(pod *v1.Pod, c *v1.Container) []*podresourcesv1.DynamicResource
+}
+
 // Config configures a Server.
 type Config struct {
 	// Path is the socket's path (<root-dir>/pod-resources/kubelet.sock).
@@ -76,6 +82,8 @@ type Config struct {
 	CPUs CPUs
 	// Memory is optional.
 	Memory Memory
+	// DynamicResources is optional.
+	DynamicResources DynamicResources
 	// Registerer takes the kubelet_pod_resources_endpoint_* metrics (none
 	// when nil).
 	Registerer prometheus.Registerer
@@ -169,6 +177,9 @@ func (s *Server) podResources(pod *v1.Pod) *podresourcesv1.PodResources {
 		}
 		if s.cfg.Memory != nil {
 			cr.Memory = s.cfg.Memory.ContainerMemory(string(pod.UID), c.Name)
+		}
+		if s.cfg.DynamicResources != nil {
+			cr.DynamicResources = s.cfg.DynamicResources.ContainerDynamicResources(pod, c)
 		}
 		out.Containers = append(out.Containers, cr)
 	}

@@ -12,8 +12,11 @@ import (
 func Unsupported(pod *v1.Pod) []string {
 	var out []string
 	spec := &pod.Spec
-	if len(spec.ResourceClaims) > 0 {
-		out = append(out, "spec.resourceClaims (dynamic resource allocation)")
+	// As upstream's static pod sources (ErrStaticPodTriedToUseResourceClaims);
+	// an API pod's claims are prepared by the DRA manager.
+	static := IsStatic(pod)
+	if static && len(spec.ResourceClaims) > 0 {
+		out = append(out, "spec.resourceClaims (static pods may not use ResourceClaims)")
 	}
 	all := func(f func(path string, c *v1.Container)) {
 		for i := range spec.InitContainers {
@@ -34,8 +37,8 @@ func Unsupported(pod *v1.Pod) []string {
 				out = append(out, fmt.Sprintf("%s.volumeDevices[%d] (%s is not a persistentVolumeClaim or ephemeral volume)", path, i, d.Name))
 			}
 		}
-		if len(c.Resources.Claims) > 0 {
-			out = append(out, path+".resources.claims (dynamic resource allocation)")
+		if static && len(c.Resources.Claims) > 0 {
+			out = append(out, path+".resources.claims (static pods may not use ResourceClaims)")
 		}
 	})
 	return out

@@ -25,3 +25,29 @@ func TestUnsupportedVolumeDevices(t *testing.T) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
+
+// TestUnsupportedResourceClaims: as upstream, a static pod (file or URL)
+// may not use ResourceClaims; an API pod's are the DRA manager's.
+func TestUnsupportedResourceClaims(t *testing.T) {
+	mk := func() *v1.Pod {
+		name := "gpu"
+		return &v1.Pod{
+			ObjectMeta: metaName("p"),
+			Spec: v1.PodSpec{
+				ResourceClaims: []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &name}},
+				Containers:     []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "gpu"}}}}},
+			},
+		}
+	}
+	for source, want := range map[string]string{
+		FileSource:      "spec.resourceClaims (static pods may not use ResourceClaims); spec.containers[0].resources.claims (static pods may not use ResourceClaims)",
+		HTTPSource:      "spec.resourceClaims (static pods may not use ResourceClaims); spec.containers[0].resources.claims (static pods may not use ResourceClaims)",
+		APIServerSource: "",
+	} {
+		p := mk()
+		p.Annotations = map[string]string{ConfigSourceAnnotationKey: source}
+		if got := strings.Join(Unsupported(p), "; "); got != want {
+			t.Errorf("%s pod: %q, want %q", source, got, want)
+		}
+	}
+}

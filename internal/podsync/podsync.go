@@ -107,6 +107,11 @@ type Objects interface {
 	Forget(uid types.UID)
 }
 
+// DynamicResources releases what the DRA drivers prepared for a pod.
+type DynamicResources interface {
+	UnprepareResources(ctx context.Context, pod *v1.Pod) error
+}
+
 // Config configures a Syncer. Mirrors, Finisher and Objects are nil on a
 // node without an API server.
 type Config struct {
@@ -121,6 +126,9 @@ type Config struct {
 	Mirrors  Mirrors
 	Finisher Finisher
 	Objects  Objects
+	// DRA unprepares a stopped pod's ResourceClaims (dra.Manager); nil:
+	// no dynamic resources.
+	DRA DynamicResources
 	// Resizes are the pods' allocations: a pod is synced with its
 	// allocated resources (what admission accepted), its in-place resizes
 	// reported in its conditions. nil: a pod runs with its spec's.
@@ -383,6 +391,15 @@ func (s *Syncer) stopPod(ctx context.Context, pod *v1.Pod, running *kubecontaine
 	start := s.clock.Now()
 	if err := s.cfg.Runtime.KillPod(ctx, pod, rp, grace); err != nil {
 		return err
+	}
+	// As upstream: the claims are released once every container stopped
+	// and before the final status reaches the API server (which lets the
+	// claims be deallocated). A pod only the runtime knows is left to the
+	// DRA manager's reconcile loop.
+	if pod != nil && s.cfg.DRA != nil {
+		if err := s.cfg.DRA.UnprepareResources(ctx, pod); err != nil {
+			return err
+		}
 	}
 	logger.Info("Pod stopped", "pod", klog.KRef(ns, name), "podUID", uid, "took", s.clock.Since(start).Round(time.Millisecond))
 	return nil
