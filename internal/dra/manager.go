@@ -231,6 +231,10 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 		claims = append(claims, tp)
 	}
 
+	if len(claims) == 0 {
+		return nil // most pods: nothing to prepare, nothing to write
+	}
+
 	// The claims join the cache with the pod's reference, checkpointed
 	// before any driver is called. A claim another pod of the node is
 	// preparing at the same time is waited for, not prepared twice
@@ -465,6 +469,9 @@ func (m *Manager) UnprepareResources(ctx context.Context, pod *v1.Pod) error {
 }
 
 func (m *Manager) unprepare(ctx context.Context, podUID types.UID, namespace string, names []string) error {
+	if len(names) == 0 {
+		return nil // most pods: no claims, nothing to write
+	}
 	batches := map[string][]*drapb.Claim{}
 	done := map[types.UID]string{}
 	m.cache.mu.Lock()

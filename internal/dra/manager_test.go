@@ -302,3 +302,26 @@ func TestPrepareConcurrentPods(t *testing.T) {
 		}
 	}
 }
+
+// TestPodWithoutClaims: most pods have no claims: preparing and
+// unpreparing them calls no driver and writes no checkpoint.
+func TestPodWithoutClaims(t *testing.T) {
+	e := newDRAEnv(t)
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "ns", UID: "pod-plain"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}
+	path := filepath.Join(e.dir, state.FileName)
+	before, beforeErr := os.Stat(path)
+	ctx := context.Background()
+	if err := e.m.PrepareResources(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.UnprepareResources(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	after, afterErr := os.Stat(path)
+	if (beforeErr == nil) != (afterErr == nil) || (afterErr == nil && !after.ModTime().Equal(before.ModTime())) {
+		t.Errorf("the checkpoint was written for a pod without claims")
+	}
+	if e.driver.prepares.Load()+e.driver.unprepares.Load() != 0 {
+		t.Errorf("the driver was called for a pod without claims")
+	}
+}
