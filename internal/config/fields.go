@@ -263,7 +263,7 @@ var fieldStatuses = []FieldStatus{
 		Note: "Deprecated upstream: no longer has any effect there either; 0 to 31, as upstream validates.",
 		Test: "TestUnsupportedFieldsRefused (out of range)"},
 	{Path: "featureGates", Status: Refused,
-		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream), PodCertificateRequest (false: a podCertificate source fails the mount, naming the gate), CPUManagerPolicyAlphaOptions and CPUManagerPolicyBetaOptions (the options that need them refused without them, as upstream), CustomCPUCFSQuotaPeriod (false: cpuCFSQuotaPeriod must be 100ms, as upstream), PodLevelResources (false: a pod with spec.resources is refused at admission, naming the gate; PodLevelResourcesFixDefaulting and PodLevelResourcesFixKubeletQOSClass then accepted at any value), DRAOptionalNodeOperations and DRAWorkloadResourceClaims (the DRA manager, as upstream). Accepted: any v1.37.2 gate at its default, MemoryQoS false, InPlacePodLevelResourcesVerticalScaling false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
+		Note: "Honoured: KubeletCrashLoopBackOffMax, EventedPLEG (false: relist only), GracefulNodeShutdown and GracefulNodeShutdownBasedOnPodPriority (false: upstream's validation of the shutdown settings), ComponentFlagz and ComponentStatusz (false: no /flagz, /statusz), ContainerStopSignals (true: lifecycle.stopSignal to the runtime and in the status; false: a container with one is refused), KubeletEnsureSecretPulledImages (false: no pull records, any pod uses any image on the node, and the verification settings are refused, as upstream), PodCertificateRequest (false: a podCertificate source fails the mount, naming the gate), CPUManagerPolicyAlphaOptions and CPUManagerPolicyBetaOptions (the options that need them refused without them, as upstream), CustomCPUCFSQuotaPeriod (false: cpuCFSQuotaPeriod must be 100ms, as upstream), PodLevelResources (false: a pod with spec.resources is refused at admission, naming the gate; PodLevelResourcesFixDefaulting and PodLevelResourcesFixKubeletQOSClass then accepted at any value), DRAOptionalNodeOperations and DRAWorkloadResourceClaims (the DRA manager, as upstream), ResourceHealthStatus (device plugin devices' health in the containers' allocatedResourcesStatus; DRA devices' health not yet reported). Accepted: any v1.37.2 gate at its default, MemoryQoS false, InPlacePodLevelResourcesVerticalScaling false and RestartAllContainersOnContainerExits true (what nodelet does). Refused: any other value, and unknown gates.",
 		Test: "TestUnsupportedFieldsRefused; TestCrashLoopBackOffMax; e2e TestEventedPLEG", check: checkFeatureGates},
 	{Path: "failSwapOn", Status: Honoured, Note: "Refuses to start with swap on.",
 		Test: "internal/nodelet TestCheckSwap; TestSwapAndCgroupV1Settings"},
@@ -394,6 +394,9 @@ var nodeletGates = map[string]bool{
 	// On: claims of the pod's PodGroup count as its own
 	// (dra.Config.PodGroupClaims).
 	"DRAWorkloadResourceClaims": true,
+	// On: the containers' allocatedResourcesStatus gives their device
+	// plugin devices' health; off: not reported (podsync.Config).
+	"ResourceHealthStatus": true,
 }
 
 // gatesNodeletMatches are gates nodelet does not implement, with the value

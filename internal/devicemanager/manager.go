@@ -58,6 +58,10 @@ type Config struct {
 	SourcesReady func() bool
 	// OnChange is called when the node's extended resources changed.
 	OnChange func()
+	// PodsChanged, when set, is told of the pods with devices of a
+	// resource whose devices' health the plugin reported again (their
+	// allocatedResourcesStatus is recomputed by their next sync).
+	PodsChanged func(uids []types.UID)
 	// NUMANodes are the machine's NUMA nodes (the hints of devices that
 	// report none; [0] when nil).
 	NUMANodes []int
@@ -317,9 +321,13 @@ func (m *Manager) watch(ctx context.Context, resourceName string, p *plugin) {
 			}
 		}
 		m.saveLocked(ctx)
+		users := m.podsUsingLocked(resourceName)
 		m.mu.Unlock()
 		logger.Info("Device plugin's devices", "devices", len(devs), "healthy", healthy)
 		m.cfg.OnChange()
+		if m.cfg.PodsChanged != nil && len(users) > 0 {
+			m.cfg.PodsChanged(users)
+		}
 	})
 	if ctx.Err() != nil {
 		p.close()

@@ -221,6 +221,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	if n.devices, err = devicemanager.New(devicemanager.Config{
 		Dir: n.root.DevicePlugins(), SourcesReady: n.sourcesReady.IsReady, OnChange: n.refreshNode, NUMANodes: numa.Nodes,
 		ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() }, Registerer: n.registerer, Clock: n.clock,
+		PodsChanged: n.devicesHealthChanged,
 	}); err != nil {
 		return err
 	}
@@ -310,6 +311,9 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 		Runtime: n.runtime, Volumes: n.volumes, Prober: n.prober, Statuses: n.statuses, Cgroups: n.cgroups, Images: n.puller,
 		Recorder: n.recorder, ProbeContext: ctx, HostIPs: n.hostIPs, RuntimeName: n.runtimeName, Clock: n.clock,
 		SupportsRRO: n.runtime.SupportsRRO,
+	}
+	if config.GateOn(cfg, "ResourceHealthStatus") {
+		ps.AllocatedResources = n.devices
 	}
 	if n.client != nil {
 		if err := n.setupCluster(rs, is); err != nil {
@@ -573,4 +577,15 @@ func (n *Nodelet) newDRA() error {
 		OptionalNodeOperations: config.GateOn(cfg, "DRAOptionalNodeOperations"), PodGroupClaims: config.GateOn(cfg, "DRAWorkloadResourceClaims"),
 		Registerer: n.registerer, Clock: n.clock})
 	return err
+}
+
+// devicesHealthChanged has the pods using devices whose health a plugin
+// reported synced again: their allocatedResourcesStatus follows.
+func (n *Nodelet) devicesHealthChanged(uids []types.UID) {
+	if n.workers == nil {
+		return
+	}
+	for _, uid := range uids {
+		n.workers.Notify(uid)
+	}
 }

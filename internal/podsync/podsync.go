@@ -107,6 +107,13 @@ type Objects interface {
 	Forget(uid types.UID)
 }
 
+// AllocatedResources reports the health of the devices assigned to the
+// pod's containers in their statuses' allocatedResourcesStatus (the device
+// manager; gate ResourceHealthStatus).
+type AllocatedResources interface {
+	UpdateAllocatedResourcesStatus(pod *v1.Pod, status *v1.PodStatus)
+}
+
 // DynamicResources releases what the DRA drivers prepared for a pod.
 type DynamicResources interface {
 	UnprepareResources(ctx context.Context, pod *v1.Pod) error
@@ -129,6 +136,9 @@ type Config struct {
 	// DRA unprepares a stopped pod's ResourceClaims (dra.Manager); nil:
 	// no dynamic resources.
 	DRA DynamicResources
+	// AllocatedResources fills the containers' allocatedResourcesStatus;
+	// nil: none.
+	AllocatedResources AllocatedResources
 	// Resizes are the pods' allocations: a pod is synced with its
 	// allocated resources (what admission accepted), its in-place resizes
 	// reported in its conditions. nil: a pod runs with its spec's.
@@ -353,11 +363,15 @@ func (s *Syncer) previous(pod *v1.Pod) *v1.PodStatus {
 // what the sync did, continuing from prev; terminal: the node stopped its
 // containers for good (status.Input.Terminal).
 func (s *Syncer) generate(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus, res kubecontainer.SyncResult, prev *v1.PodStatus, terminal bool) v1.PodStatus {
-	return status.Generate(status.Input{
+	st := status.Generate(status.Input{
 		Pod: pod, Runtime: rs, Sync: res, Previous: prev, HostIPs: s.cfg.HostIPs, RuntimeName: s.cfg.RuntimeName, Now: s.clock.Now(),
 		Probes: s.cfg.Prober, Terminal: terminal, SupportsRRO: s.cfg.SupportsRRO != nil && s.cfg.SupportsRRO(ctx, pod),
 		ResizeConditions: s.resizeConditions(pod.UID),
 	})
+	if s.cfg.AllocatedResources != nil {
+		s.cfg.AllocatedResources.UpdateAllocatedResourcesStatus(pod, &st)
+	}
+	return st
 }
 
 func (s *Syncer) resizeConditions(uid types.UID) []v1.PodCondition {

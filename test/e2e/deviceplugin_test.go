@@ -130,7 +130,8 @@ func podDevices(t *testing.T, n *framework.Nodelet) (map[string][]string, []stri
 // (UnexpectedAdmissionError, as upstream); the pod-resources API lists the
 // assignments. After a nodelet restart the pods keep their containers and
 // devices (the checkpoint) and the plugin registers again; an unhealthy
-// device leaves allocatable; the plugin gone, allocatable is 0, and when it
+// device leaves allocatable and shows in its container's
+// allocatedResourcesStatus; the plugin gone, allocatable is 0, and when it
 // is back its devices are too.
 func TestDevicePlugins(t *testing.T) {
 	name := "e2e-devices"
@@ -216,11 +217,25 @@ func TestDevicePlugins(t *testing.T) {
 		t.Errorf("pod four's devices: %v", got)
 	}
 
+	// The container's allocatedResourcesStatus (ResourceHealthStatus, on
+	// by default as upstream's) follows its device's health.
+	deviceHealth := func(want v1.ResourceHealthStatus) {
+		t.Helper()
+		waitPod(t, c, ns, "four", 30*time.Second, "allocatedResourcesStatus Dev-1 "+string(want), func(p *v1.Pod) bool {
+			cs := p.Status.ContainerStatuses
+			return len(cs) == 1 && len(cs[0].AllocatedResourcesStatus) == 1 && cs[0].AllocatedResourcesStatus[0].Name == sampleResource &&
+				len(cs[0].AllocatedResourcesStatus[0].Resources) == 1 && cs[0].AllocatedResourcesStatus[0].Resources[0].ResourceID == "Dev-1" &&
+				cs[0].AllocatedResourcesStatus[0].Resources[0].Health == want
+		})
+	}
+	deviceHealth(v1.ResourceHealthStatusHealthy)
+
 	// An unhealthy device leaves allocatable, not capacity.
 	if err := plugin.SetHealthy("Dev-1", false); err != nil {
 		t.Fatal(err)
 	}
 	waitDevices(t, c, name, 2, 1, "Dev-1 unhealthy")
+	deviceHealth(v1.ResourceHealthStatusUnhealthy)
 	if _, alloc := podDevices(t, n); !slices.Equal(alloc, []string{"Dev-2"}) {
 		t.Errorf("pod-resources allocatable with Dev-1 unhealthy: %v", alloc)
 	}
