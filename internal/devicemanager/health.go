@@ -43,6 +43,13 @@ func (m *Manager) UpdateAllocatedResourcesStatus(pod *v1.Pod, status *v1.PodStat
 	}
 }
 
+// OnPodsChanged sets Config.PodsChanged (before Run).
+func (m *Manager) OnPodsChanged(f func(uids []types.UID)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cfg.PodsChanged = f
+}
+
 // podsUsingLocked are the pods with devices of resource r; m.mu is held.
 func (m *Manager) podsUsingLocked(r string) []types.UID {
 	var out []types.UID

@@ -20,7 +20,7 @@ func TestAllocatedResourcesStatus(t *testing.T) {
 	dir := t.TempDir()
 	h := newHarness(t, dir)
 	told := make(chan []types.UID, 10)
-	h.m.cfg.PodsChanged = func(uids []types.UID) { told <- uids }
+	h.m.OnPodsChanged(func(uids []types.UID) { told <- uids })
 	f := &fakePlugin{opts: &pluginapi.DevicePluginOptions{}, devs: devices("d1", "d2", "d3"), updates: make(chan struct{}, 10)}
 	f.start(t, dir, "fake.sock")
 	h.waitFor(t, "registered", func(c, a int64) bool { return c == 3 && a == 3 })

@@ -59,7 +59,7 @@ type Config struct {
 	// OnChange is called when the node's extended resources changed.
 	OnChange func()
 	// PodsChanged, when set, is told of the pods with devices of a
-	// resource whose devices' health the plugin reported again (their
+	// resource whose devices' health or set changed (their
 	// allocatedResourcesStatus is recomputed by their next sync).
 	PodsChanged func(uids []types.UID)
 	// NUMANodes are the machine's NUMA nodes (the hints of devices that
@@ -312,21 +312,30 @@ func (m *Manager) watch(ctx context.Context, resourceName string, p *plugin) {
 			m.mu.Unlock()
 			return
 		}
+		old := st.devices
 		st.devices = map[string]*pluginapi.Device{}
 		healthy := 0
+		changed := len(old) != len(devs)
 		for _, d := range devs {
 			st.devices[d.ID] = d
 			if d.Health == pluginapi.Healthy {
 				healthy++
 			}
+			if o, ok := old[d.ID]; !ok || o.Health != d.Health {
+				changed = true
+			}
 		}
 		m.saveLocked(ctx)
-		users := m.podsUsingLocked(resourceName)
+		var users []types.UID
+		notify := m.cfg.PodsChanged
+		if changed && notify != nil {
+			users = m.podsUsingLocked(resourceName)
+		}
 		m.mu.Unlock()
 		logger.Info("Device plugin's devices", "devices", len(devs), "healthy", healthy)
 		m.cfg.OnChange()
-		if m.cfg.PodsChanged != nil && len(users) > 0 {
-			m.cfg.PodsChanged(users)
+		if len(users) > 0 {
+			notify(users)
 		}
 	})
 	if ctx.Err() != nil {

@@ -240,7 +240,7 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 	// preparing at the same time is waited for, not prepared twice
 	// (upstream calls the driver once per pod then).
 	var batches map[*Plugin][]*drapb.Claim
-	var pending map[types.UID]*resourceapi.ResourceClaim
+	var pending map[types.UID]pendingClaim
 	var mine []*claimInfo // the claims whose preparation this call owns
 	defer func() {
 		m.cache.mu.Lock()
@@ -252,7 +252,7 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 	}()
 	for {
 		var busy chan struct{}
-		batches, pending = map[*Plugin][]*drapb.Claim{}, map[types.UID]*resourceapi.ResourceClaim{}
+		batches, pending = map[*Plugin][]*drapb.Claim{}, map[types.UID]pendingClaim{}
 		err := m.register(logger, pod, claims, batches, pending, &mine, &busy)
 		if err != nil {
 			return err
@@ -283,9 +283,11 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 			if result.GetError() != "" {
 				return fmt.Errorf("NodePrepareResources failed for ResourceClaim %s: %s", req.Name, result.Error)
 			}
-			claim := pending[types.UID(uid)]
+			pc := pending[types.UID(uid)]
+			claim := pc.claim
 			m.cache.mu.Lock()
 			info, ok := m.cache.get(claim.Namespace, claim.Name)
+			ok = ok && info == pc.info // not unprepared (and added again) meanwhile
 			if ok {
 				info.resetDevices(plugin.Driver())
 				for _, d := range result.GetDevices() {
@@ -305,9 +307,10 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 
 	m.cache.mu.Lock()
 	defer m.cache.mu.Unlock()
-	for _, claim := range pending {
+	for _, pc := range pending {
+		claim := pc.claim
 		info, ok := m.cache.get(claim.Namespace, claim.Name)
-		if !ok {
+		if !ok || info != pc.info {
 			return fmt.Errorf("internal error: unable to get claim info for ResourceClaim %s in namespace %s", claim.Name, claim.Namespace)
 		}
 		info.prepared = true
@@ -321,13 +324,21 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
+// pendingClaim is a claim a prepare call has its drivers prepare: the
+// claim, and its info in the cache when the call began (a claim
+// unprepared meanwhile has another, or none).
+type pendingClaim struct {
+	claim *resourceapi.ResourceClaim
+	info  *claimInfo
+}
+
 // register adds the pod's reference to its claims (new claims join the
 // cache) and checkpoints, and puts the claims not prepared yet in the
 // drivers' batches, their preparation owned (mine) until prepare returns.
 // When a claim is being prepared by another call, nothing changes and busy
 // is the channel closed once that call is done.
 func (m *Manager) register(logger klog.Logger, pod *v1.Pod, claims []toPrepare, batches map[*Plugin][]*drapb.Claim,
-	pending map[types.UID]*resourceapi.ResourceClaim, mine *[]*claimInfo, busy *chan struct{}) error {
+	pending map[types.UID]pendingClaim, mine *[]*claimInfo, busy *chan struct{}) error {
 	m.cache.mu.Lock()
 	defer m.cache.mu.Unlock()
 	for _, tp := range claims {
@@ -357,7 +368,7 @@ func (m *Manager) register(logger klog.Logger, pod *v1.Pod, claims []toPrepare, 
 			logger.V(5).Info("Resources already prepared", "claim", klog.KObj(tp.claim))
 			continue
 		}
-		pending[info.ClaimUID] = tp.claim
+		pending[info.ClaimUID] = pendingClaim{claim: tp.claim, info: info}
 		if info.preparing == nil {
 			info.preparing = make(chan struct{})
 			*mine = append(*mine, info)
@@ -475,6 +486,15 @@ func (m *Manager) unprepare(ctx context.Context, podUID types.UID, namespace str
 	batches := map[string][]*drapb.Claim{}
 	done := map[types.UID]string{}
 	m.cache.mu.Lock()
+	// A claim a prepare call is working on is left to a later call (the
+	// pod's stop or the reconcile loop retries): never unprepared while
+	// its driver prepares it.
+	for _, name := range names {
+		if info, ok := m.cache.get(namespace, name); ok && info.PodUIDs.Has(string(podUID)) && info.preparing != nil {
+			m.cache.mu.Unlock()
+			return fmt.Errorf("ResourceClaim %s is being prepared", name)
+		}
+	}
 	for _, name := range names {
 		info, ok := m.cache.get(namespace, name)
 		if !ok || !info.PodUIDs.Has(string(podUID)) {

@@ -325,3 +325,33 @@ func TestPodWithoutClaims(t *testing.T) {
 		t.Errorf("the driver was called for a pod without claims")
 	}
 }
+
+// TestUnprepareWhilePreparing: a claim a driver is preparing is not
+// unprepared at the same time (the pod's stop or the reconcile loop
+// retries); once prepared, it is.
+func TestUnprepareWhilePreparing(t *testing.T) {
+	a := claimPod("a", "gpu", "gpu")
+	e := newDRAEnv(t, claimFor("gpu", a))
+	e.driver.hold, e.driver.called = make(chan struct{}), make(chan struct{}, 1)
+	ctx := context.Background()
+	errs := make(chan error, 1)
+	go func() { errs <- e.m.PrepareResources(ctx, a) }()
+	<-e.driver.called
+	if err := e.m.UnprepareResources(ctx, a); err == nil || !strings.Contains(err.Error(), "ResourceClaim gpu is being prepared") {
+		t.Fatalf("unprepare during the prepare: %v", err)
+	}
+	e.m.Reconcile(ctx) // pod a is not active: still not unprepared
+	close(e.driver.hold)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.driver.unprepares.Load(); n != 0 {
+		t.Fatalf("%d NodeUnprepareResources calls during the prepare", n)
+	}
+	if got, err := e.m.ContainerCDIDevices(a, &a.Spec.Containers[0]); err != nil || len(got) != 1 {
+		t.Fatalf("CDI devices after the prepare: %v %v", got, err)
+	}
+	if err := e.m.UnprepareResources(ctx, a); err != nil || e.driver.unprepares.Load() != 1 {
+		t.Fatalf("unprepare after the prepare: %v, %d calls", err, e.driver.unprepares.Load())
+	}
+}

@@ -14,8 +14,8 @@ import (
 // claim when an extended resource of the container is mapped to it, with
 // every allocated device of each driver. As upstream, a driver's CDI
 // device list accumulates over its devices (each device's entry lists the
-// CDI IDs of the devices before it too). A claim not prepared yet makes
-// the answer empty.
+// CDI IDs of the devices before it too). A claim the node does not know
+// (yet) makes the answer empty.
 func (m *Manager) ContainerDynamicResources(pod *v1.Pod, c *v1.Container) []*podresourcesv1.DynamicResource {
 	names, err := containerClaimNames(pod, c)
 	if err != nil {

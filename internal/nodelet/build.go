@@ -221,7 +221,6 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	if n.devices, err = devicemanager.New(devicemanager.Config{
 		Dir: n.root.DevicePlugins(), SourcesReady: n.sourcesReady.IsReady, OnChange: n.refreshNode, NUMANodes: numa.Nodes,
 		ActivePods: func() []*v1.Pod { return n.view.ResourceHolders() }, Registerer: n.registerer, Clock: n.clock,
-		PodsChanged: n.devicesHealthChanged,
 	}); err != nil {
 		return err
 	}
@@ -314,6 +313,7 @@ func (n *Nodelet) setup(ctx context.Context, rs internalapi.RuntimeService, is i
 	}
 	if config.GateOn(cfg, "ResourceHealthStatus") {
 		ps.AllocatedResources = n.devices
+		n.devices.OnPodsChanged(n.devicesHealthChanged)
 	}
 	if n.client != nil {
 		if err := n.setupCluster(rs, is); err != nil {
@@ -476,7 +476,11 @@ func (n *Nodelet) setupCluster(rs internalapi.RuntimeService, is internalapi.Ima
 	if n.mirrors, err = mirror.New(mirror.Config{Client: n.client, Lister: n.apiSource.Lister(), Node: n.nodeStatus.Node}); err != nil {
 		return err
 	}
-	n.syncer, err = status.NewSyncer(status.SyncerConfig{Client: n.client, Lister: n.apiSource.Lister(), Store: n.statuses, Clock: n.clock})
+	sc := status.SyncerConfig{Client: n.client, Lister: n.apiSource.Lister(), Store: n.statuses, Clock: n.clock}
+	if n.dra != nil {
+		sc.HoldTerminal = n.dra.PodMightNeedToUnprepareResources
+	}
+	n.syncer, err = status.NewSyncer(sc)
 	return err
 }
 

@@ -53,6 +53,9 @@ func (s *Syncer) failPastDeadline(ctx context.Context, pod *v1.Pod, rs *kubecont
 	err := s.cfg.Runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
 	if fresh, ferr := s.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); ferr == nil {
 		s.fail(ctx, pod, fresh, failed, false)
+		if err == nil {
+			err = s.releaseIfFinished(ctx, pod, fresh)
+		}
 	}
 	return err
 }

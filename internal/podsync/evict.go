@@ -69,6 +69,9 @@ func (s *Syncer) evict(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodSt
 	if err != nil {
 		return err
 	}
+	if err := s.unprepare(ctx, pod); err != nil {
+		return err
+	}
 	s.fail(ctx, pod, fresh, ev.status, true)
 	if ev.keep {
 		// Its volumes are unmounted, as upstream waits for before the next

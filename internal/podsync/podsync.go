@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -77,6 +78,9 @@ type Statuses interface {
 	Get(uid types.UID) (v1.PodStatus, bool)
 	Set(ctx context.Context, pod *v1.Pod, st v1.PodStatus)
 	Delete(uid types.UID)
+	// MarkDirty has the pod's status written again (a terminal phase the
+	// writer held).
+	MarkDirty(uid types.UID)
 }
 
 // Mirrors keeps static pods' mirror pods in the API (mirror.Manager).
@@ -117,6 +121,7 @@ type AllocatedResources interface {
 // DynamicResources releases what the DRA drivers prepared for a pod.
 type DynamicResources interface {
 	UnprepareResources(ctx context.Context, pod *v1.Pod) error
+	PodMightNeedToUnprepareResources(uid types.UID) bool
 }
 
 // Config configures a Syncer. Mirrors, Finisher and Objects are nil on a
@@ -250,7 +255,13 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error
 	// A pod the API already reports as finished never runs again, even if
 	// the runtime lost its containers; its API status is final.
 	if podspec.IsTerminal(pod.Status.Phase) {
-		return 0, s.cfg.Runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil)
+		if err := s.cfg.Runtime.KillPod(ctx, pod, kuberuntime.RunningFromStatus(rs, nil), nil); err != nil {
+			return 0, err
+		}
+		if s.cfg.DRA != nil && s.cfg.DRA.PodMightNeedToUnprepareResources(pod.UID) {
+			return 0, s.unprepare(ctx, pod)
+		}
+		return 0, nil
 	}
 	if exceeded, _ := s.deadline(pod); exceeded {
 		return 0, s.failPastDeadline(ctx, pod, rs)
@@ -283,6 +294,9 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod) (time.Duration, error
 	}
 	s.setStatus(ctx, pod, rs, res)
 	s.observed.record(rs)
+	if rerr := s.releaseIfFinished(ctx, pod, rs); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
 	next := res.RequeueAfter
 	// Synced again when the active deadline passes; asked after setStatus,
 	// which gives a new pod its start time (nothing else wakes a running
@@ -410,13 +424,43 @@ func (s *Syncer) stopPod(ctx context.Context, pod *v1.Pod, running *kubecontaine
 	// and before the final status reaches the API server (which lets the
 	// claims be deallocated). A pod only the runtime knows is left to the
 	// DRA manager's reconcile loop.
-	if pod != nil && s.cfg.DRA != nil {
-		if err := s.cfg.DRA.UnprepareResources(ctx, pod); err != nil {
-			return err
-		}
+	if err := s.unprepare(ctx, pod); err != nil {
+		return err
 	}
 	logger.Info("Pod stopped", "pod", klog.KRef(ns, name), "podUID", uid, "took", s.clock.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// unprepare releases the pod's ResourceClaims once its containers
+// stopped; its terminal phase, held by the status syncer until then, is
+// written at once.
+func (s *Syncer) unprepare(ctx context.Context, pod *v1.Pod) error {
+	if pod == nil || s.cfg.DRA == nil {
+		return nil
+	}
+	had := s.cfg.DRA.PodMightNeedToUnprepareResources(pod.UID)
+	if err := s.cfg.DRA.UnprepareResources(ctx, pod); err != nil {
+		return err
+	}
+	if had {
+		s.cfg.Statuses.MarkDirty(pod.UID)
+	}
+	return nil
+}
+
+// releaseIfFinished releases the claims of a pod whose containers all
+// stopped for good (its status terminal, none running), as upstream's
+// SyncTerminatingPod does for a pod that finished: its terminal phase,
+// which the status writer holds back while claims are prepared, then
+// reaches the API (and the pod's owner, a Job, sees it finished).
+func (s *Syncer) releaseIfFinished(ctx context.Context, pod *v1.Pod, rs *kubecontainer.PodStatus) error {
+	if s.cfg.DRA == nil || !s.cfg.DRA.PodMightNeedToUnprepareResources(pod.UID) {
+		return nil
+	}
+	if st, ok := s.cfg.Statuses.Get(pod.UID); !ok || !podspec.IsTerminal(st.Phase) || rs.AnyRunning() {
+		return nil
+	}
+	return s.unprepare(ctx, pod)
 }
 
 // CleanupPod implements podworkers.Syncer: it removes a stopped pod's

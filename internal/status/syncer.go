@@ -39,6 +39,7 @@ type Syncer struct {
 	clock  clock.Clock
 	window time.Duration
 	resync time.Duration
+	hold   func(uid types.UID) bool // HoldTerminal
 
 	// agreed: per pod, the store's status version and the API pod's
 	// resourceVersion at which the API last had that status (compared or
@@ -71,6 +72,12 @@ type SyncerConfig struct {
 	// catching writes that failed or mirror pods that appeared later (10 s
 	// when 0).
 	Resync time.Duration
+	// HoldTerminal reports whether the pod still holds what only the node
+	// releases (ResourceClaims its DRA drivers prepared): its terminal
+	// phase waits, as upstream's mergePodStatus, lest the claims be
+	// deallocated and given to another pod while still prepared here.
+	// Nil: never.
+	HoldTerminal func(uid types.UID) bool
 }
 
 // NewSyncer returns a Syncer for cfg. It fails when cfg has no Client,
@@ -94,7 +101,7 @@ func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
 		cfg.Resync = 10 * time.Second
 	}
 	return &Syncer{client: cfg.Client, lister: cfg.Lister, store: cfg.Store, clock: cfg.Clock, window: cfg.Window, resync: cfg.Resync,
-		agreed: map[types.UID]agreement{}}, nil
+		hold: cfg.HoldTerminal, agreed: map[types.UID]agreement{}}, nil
 }
 
 // Run writes statuses until ctx is done.
@@ -231,6 +238,9 @@ func (s *Syncer) write(ctx context.Context, pod *v1.Pod, st v1.PodStatus, versio
 		}
 	}
 	want := mergeStatus(cur.Status, st, podspec.IsStatic(pod))
+	if s.hold != nil && podspec.IsTerminal(want.Phase) && !podspec.IsTerminal(cur.Status.Phase) && s.hold(pod.UID) {
+		want.Phase, want.Reason, want.Message = cur.Status.Phase, cur.Status.Reason, cur.Status.Message
+	}
 	if apiequality.Semantic.DeepEqual(cur.Status, want) {
 		agree(cur.ResourceVersion)
 		return nil

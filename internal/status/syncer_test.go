@@ -263,3 +263,53 @@ func TestResyncComparesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("%d patches: a patch whose answer differed from the wanted status was taken as agreed", patches())
 	}
 }
+
+// TestHoldTerminal: as upstream's mergePodStatus, a terminal phase waits
+// while the pod holds what only the node releases (its DRA claims): the
+// rest of the status is written, the phase with its reason and message
+// once the hold ends.
+func TestHoldTerminal(t *testing.T) {
+	ctx := context.Background()
+	a := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "a", ResourceVersion: "1"},
+		Status: v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.0.0.1"}}
+	client := fake.NewClientset(a)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := idx.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	held := true
+	store := NewStore()
+	s, err := NewSyncer(SyncerConfig{Client: client, Lister: corelisters.NewPodLister(idx), Store: store,
+		HoldTerminal: func(uid types.UID) bool { return uid == "a" && held }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "gone", PodIP: "10.0.0.1",
+		ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}}}}
+	store.Set(ctx, a, done)
+	apiPod := func() *v1.Pod {
+		p, err := client.CoreV1().Pods("ns").Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	st, version, _ := store.GetVersioned("a")
+	if err := s.write(ctx, a, st, version); err != nil {
+		t.Fatal(err)
+	}
+	if p := apiPod(); p.Status.Phase != v1.PodRunning || p.Status.Reason != "" || len(p.Status.ContainerStatuses) != 1 {
+		t.Fatalf("held: phase %s reason %q, %d container statuses; want Running with the containers' statuses", p.Status.Phase, p.Status.Reason, len(p.Status.ContainerStatuses))
+	}
+	held = false
+	cur := apiPod()
+	if err := idx.Update(cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.write(ctx, cur, st, version); err != nil {
+		t.Fatal(err)
+	}
+	if p := apiPod(); p.Status.Phase != v1.PodFailed || p.Status.Reason != "Evicted" || p.Status.Message != "gone" {
+		t.Fatalf("released: phase %s reason %q message %q", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	}
+}

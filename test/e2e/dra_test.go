@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/test/e2e/framework"
 )
@@ -74,7 +75,7 @@ func startDRATestDriver(t *testing.T, c *framework.Cluster, n *framework.Nodelet
 
 // draPod is a busybox pod on node (through the scheduler, which allocates
 // its claim) whose container uses the pod's claim "gpu", the ResourceClaim
-// claim.
+// claim ("": set by the caller).
 func draPod(name, node, claim string) *v1.Pod {
 	p := busyboxPod(name, "", "sleep 3600")
 	p.Spec.NodeSelector = map[string]string{v1.LabelHostname: node}
@@ -123,7 +124,9 @@ func cdiSpecsOf(t *testing.T, dir string, uid string) []string {
 // with CDI: the driver registers through plugins_registry; two pods
 // sharing the claim run with the device the driver's CDI spec describes
 // (its environment); the claim is prepared once (one NodePrepareResources
-// call) and unprepared once, after its last pod on the node is gone.
+// call) and unprepared once, after its last pod on the node is gone; a pod
+// that completes is Succeeded in the API only once its claim is
+// unprepared.
 func TestClusterDRA(t *testing.T) {
 	name := "e2e-dra"
 	c := framework.RequireCluster(t)
@@ -236,4 +239,35 @@ func TestClusterDRA(t *testing.T) {
 		cl, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, "gpu", metav1.GetOptions{})
 		return err == nil && len(cl.Status.ReservedFor) == 0
 	}, "the claim no longer reserved")
+
+	// A pod that completes, its claim from a template: its Succeeded
+	// phase reaches the API only once its claim is unprepared (as
+	// upstream: else the claim could be deallocated and handed to another
+	// pod while still prepared here).
+	if _, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "one-gpu"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "my-device", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class}}}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	once := draPod("once", name, "")
+	once.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}
+	once.Spec.RestartPolicy = v1.RestartPolicyNever
+	once.Spec.Containers[0].Command = []string{"sh", "-c", "sleep 3"}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, once, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running := waitPod(t, c, ns, "once", 90*time.Second, "Running", func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodRunning && len(p.Status.ResourceClaimStatuses) == 1 && p.Status.ResourceClaimStatuses[0].ResourceClaimName != nil
+	})
+	generated, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, *running.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if specs := cdiSpecsOf(t, rs.CDISpecDir, string(generated.UID)); len(specs) != 1 {
+		t.Errorf("CDI specs of the template's claim while the pod runs: %v", specs)
+	}
+	waitPod(t, c, ns, "once", 60*time.Second, "Succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
+	if specs := cdiSpecsOf(t, rs.CDISpecDir, string(generated.UID)); len(specs) != 0 {
+		t.Errorf("the pod was Succeeded in the API while its claim was still prepared (CDI specs %v)", specs)
+	}
 }

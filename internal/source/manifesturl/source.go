@@ -49,6 +49,7 @@ type Source struct {
 
 	// Owned by the Run goroutine.
 	data     []byte            // the last answer decoded
+	dataErr  error             // why data is not a valid manifest (nil: it is)
 	seen     map[string]string // pod UID -> config.seen annotation
 	sent     bool              // a set was sent
 	empty    bool              // the last set sent was empty
@@ -149,22 +150,22 @@ func (s *Source) read(ctx context.Context) error {
 	}
 	if len(data) == 0 {
 		// As upstream: an empty answer is an empty set.
-		s.data = nil
+		s.data, s.dataErr = nil, nil
 		if s.send(ctx, nil) {
 			klog.FromContext(ctx).Info("The manifest URL answered nothing: no pods from it")
 		}
 		return nil
 	}
 	if bytes.Equal(data, s.data) {
-		return nil
+		return s.dataErr // decoded once; the same bad answer stays a failure
 	}
-	// As upstream, an answer is decoded once: the same bad answer is not
-	// reported again at every period (a changed one is).
 	s.data = data
 	pods, warnings, err := manifest.Decode(data, podspec.Origin{Source: podspec.HTTPSource, Location: s.cfg.URL}, s.cfg.NodeName)
 	if err != nil {
-		return fmt.Errorf("the answer of %s is not a valid static pod manifest: %w", s.cfg.URL, err)
+		s.dataErr = fmt.Errorf("the answer of %s is not a valid static pod manifest: %w", s.cfg.URL, err)
+		return s.dataErr
 	}
+	s.dataErr = nil
 	for _, w := range warnings {
 		klog.FromContext(ctx).Info("The manifest URL's pods have fields nodelet ignores", "warning", w)
 	}

@@ -145,8 +145,11 @@ func TestPoll(t *testing.T) {
 		step(bad.status, bad.body)
 		expect(bad.what, "-")
 	}
-	if s.failures != 4 {
-		t.Errorf("failures %d, want 4", s.failures)
+	// The same bad answer again is still a failure, not a good read.
+	s.poll(ctx)
+	expect("the same Service again", "-")
+	if s.failures != 5 {
+		t.Errorf("failures %d, want 5", s.failures)
 	}
 
 	// A list, then two documents; a good answer resets the failures. The
